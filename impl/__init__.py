@@ -1,0 +1,49 @@
+"""kvpool.impl -- the concrete block pool: an intrusive doubly linked free queue, vLLM's API.
+
+>>> from kvpool.impl import BlockPool
+>>> pool = BlockPool(num_gpu_blocks=8)
+>>> [b.block_id for b in pool.get_new_blocks(3)]
+[1, 2, 3]
+"""
+
+from kvpool.spec.errors import (
+    AlreadyCached,
+    BlockNotInUse,
+    CachingDisabled,
+    ErrorKind,
+    ForeignBlock,
+    InsufficientFreeBlocks,
+    InvalidArgument,
+    NullBlockMisuse,
+    PoolError,
+    RefCountUnderflow,
+)
+from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored
+
+from .block import KVCacheBlock
+from .bridge import abstract, check_invariants, default_watcher_id, inv_list
+from .free_queue import FreeKVCacheBlockQueue
+from .pool import BlockPool
+
+__all__ = [
+    "AllBlocksCleared",
+    "AlreadyCached",
+    "BlockNotInUse",
+    "BlockPool",
+    "BlockRemoved",
+    "BlockStored",
+    "CachingDisabled",
+    "ErrorKind",
+    "ForeignBlock",
+    "FreeKVCacheBlockQueue",
+    "InsufficientFreeBlocks",
+    "InvalidArgument",
+    "KVCacheBlock",
+    "NullBlockMisuse",
+    "PoolError",
+    "RefCountUnderflow",
+    "abstract",
+    "check_invariants",
+    "default_watcher_id",
+    "inv_list",
+]

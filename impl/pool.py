@@ -1,0 +1,435 @@
+"""The concrete block pool, with vLLM's API and the reference semantics.
+
+Hot paths (``get_new_blocks``, ``free_blocks``, ``touch``) do one pass over the
+blocks they are given and O(1) work per block. Their validation costs almost
+nothing: ownership and type are one identity test (``block.pool is
+self._weak_self``: only this pool's blocks carry that very weak reference), and a
+double free is caught by a decrement that would go negative, which is rolled
+back before the error is raised, so a refused call changes nothing.
+
+Watchers (``unpin_blocks``' ``on_reuse``) are detached from the state first and
+called only once the state is complete, each in its own ``try``: a watcher may
+call back into the pool, and one that raises is reported through
+``sys.unraisablehook`` and stops nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
+
+from kvpool.spec.errors import (
+    AlreadyCached,
+    BlockNotInUse,
+    CachingDisabled,
+    ForeignBlock,
+    InsufficientFreeBlocks,
+    InvalidArgument,
+    NullBlockMisuse,
+    RefCountUnderflow,
+)
+from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
+
+from .block import KVCacheBlock
+from .free_queue import FreeKVCacheBlockQueue
+
+if TYPE_CHECKING:
+    from kvpool.spec.invariants import Violation
+
+Watcher = Callable[[KVCacheBlock], object]
+
+
+class _Unraisable:
+    """What ``sys.unraisablehook`` expects (CPython does not export the type)."""
+
+    __slots__ = ("err_msg", "exc_traceback", "exc_type", "exc_value", "object")
+
+    def __init__(self, exc: BaseException, err_msg: str, obj: object) -> None:
+        self.exc_type: type[BaseException] = type(exc)
+        self.exc_value: BaseException = exc
+        self.exc_traceback: TracebackType | None = exc.__traceback__
+        self.err_msg = err_msg
+        self.object = obj
+
+
+def _materialise(values: Iterable[Any], what: str) -> list[Any]:
+    """Read an iterable argument exactly once."""
+    try:
+        return list(values)
+    except TypeError:
+        raise InvalidArgument(f"{what} must be iterable, got {values!r}") from None
+
+
+class BlockPool:
+    """A pool of ``num_gpu_blocks`` KV-cache blocks; block 0 is the null block."""
+
+    def __init__(
+        self,
+        num_gpu_blocks: int,
+        enable_caching: bool = True,
+        enable_kv_cache_events: bool = False,
+    ) -> None:
+        if type(num_gpu_blocks) is not int or num_gpu_blocks < 1:
+            raise InvalidArgument(f"num_gpu_blocks must be an int >= 1, got {num_gpu_blocks!r}")
+        if type(enable_caching) is not bool or type(enable_kv_cache_events) is not bool:
+            raise InvalidArgument("enable_caching and enable_kv_cache_events must be bools")
+        self.num_gpu_blocks = num_gpu_blocks
+        self.enable_caching = enable_caching
+        self.enable_kv_cache_events = enable_kv_cache_events
+        self._weak_self = weakref.ref(self)
+        self.blocks: list[KVCacheBlock] = [
+            KVCacheBlock(i, pool=self._weak_self) for i in range(num_gpu_blocks)
+        ]
+        self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
+        # Block 0 leaves the queue for good: it is the placeholder for "no block".
+        self.null_block = self.free_block_queue.popleft()
+        self.null_block.is_null = True
+        # key -> {block_id: block}, oldest holder first.
+        self._index: dict[Hashable, dict[int, KVCacheBlock]] = {}
+        # block_id -> pending watchers in registration order; insertion order of
+        # the dict is the order blocks first got a pending watcher.
+        self._watchers: dict[int, list[Watcher]] = {}
+        self._watch_registered = 0
+        self._watch_fired = 0
+        self._events: list[Event] = []
+        # What a consumer that read every event so far believes (INV-EVENTS).
+        self._event_view: set[Hashable] = set()
+
+    # -- allocation ---------------------------------------------------------------
+
+    def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
+        """Hand out the first ``num_blocks`` free blocks, each with ``ref_cnt == 1`` and no key."""
+        if type(num_blocks) is not int or num_blocks < 0:
+            raise InvalidArgument(f"num_blocks must be an int >= 0, got {num_blocks!r}")
+        queue = self.free_block_queue
+        if num_blocks > queue.num_free_blocks:
+            raise InsufficientFreeBlocks(f"Cannot get {num_blocks} free blocks from the pool")
+        ret = queue._popleft_n(num_blocks)
+        if self.enable_caching:
+            for block in ret:
+                # A reused block's old contents are gone: it leaves the cache.
+                if block._block_hash is not None:
+                    self._drop_key(block)
+                block.ref_cnt = 1
+        else:
+            for block in ret:
+                block.ref_cnt = 1
+        if self._watchers:
+            self._fire(self._detach_watchers(ret))
+        return ret
+
+    # -- release --------------------------------------------------------------------
+
+    def free_blocks(
+        self, ordered_blocks: Iterable[KVCacheBlock], evict_first: bool = False
+    ) -> None:
+        """Release one reference per entry, in eviction-priority order.
+
+        A block reaching ``ref_cnt == 0`` goes to the FRONT group if it holds no
+        key (LIFO reuse, for GPU locality), caching is off, or ``evict_first``;
+        else to the BACK (FIFO, so cached blocks are evicted least recently used
+        first). Blocks of another live pool are forwarded to it.
+        """
+        if evict_first is not True and evict_first is not False:
+            raise InvalidArgument(f"evict_first must be a bool, got {evict_first!r}")
+        blocks = _materialise(ordered_blocks, "ordered_blocks")
+        me = self._weak_self
+        caching = self.enable_caching
+        front: list[KVCacheBlock] = []
+        back: list[KVCacheBlock] = []
+        forwarded: dict[BlockPool, list[KVCacheBlock]] | None = None
+        for i, block in enumerate(blocks):
+            if getattr(block, "pool", None) is me and not block.is_null:
+                ref_cnt = block.ref_cnt - 1
+                if ref_cnt < 0:
+                    self._undo_release(blocks, i)
+                    raise RefCountUnderflow(
+                        f"block {block.block_id} is freed more often than it is "
+                        "referenced (a double free)"
+                    )
+                block.ref_cnt = ref_cnt
+                if ref_cnt == 0:
+                    if block._block_hash is None or not caching or evict_first:
+                        front.append(block)
+                    else:
+                        back.append(block)
+                continue
+            if not isinstance(block, KVCacheBlock) or block.pool is None:
+                self._undo_release(blocks, i)
+                raise InvalidArgument(f"{block!r} is not a block of any pool")
+            if block.is_null:
+                continue
+            owner = block.pool()
+            if owner is None:
+                continue  # its pool is gone: nothing to give the block back to
+            if forwarded is None:
+                forwarded = {}
+            forwarded.setdefault(owner, []).append(block)
+        if forwarded:
+            try:
+                for owner, theirs in forwarded.items():
+                    owner._check_releasable(theirs)
+            except RefCountUnderflow:
+                self._undo_release(blocks, len(blocks))
+                raise
+        queue = self.free_block_queue
+        queue._prepend_n(front)
+        queue._append_n(back)
+        if forwarded:
+            for owner, theirs in forwarded.items():
+                owner.free_blocks(theirs, evict_first)
+
+    def _undo_release(self, blocks: list[Any], stop: int) -> None:
+        """Give back the references ``free_blocks`` took from ``blocks[:stop]`` before refusing."""
+        me = self._weak_self
+        for block in blocks[:stop]:
+            if getattr(block, "pool", None) is me and not block.is_null:
+                block.ref_cnt += 1
+
+    def _check_releasable(self, blocks: list[KVCacheBlock]) -> None:
+        """Each of this pool's blocks listed m times must have ``ref_cnt >= m``."""
+        for block, m in Counter(blocks).items():
+            if block.ref_cnt < m:
+                raise RefCountUnderflow(
+                    f"block {block.block_id} is released {m} time(s) "
+                    f"but has ref_cnt {block.ref_cnt}"
+                )
+
+    def _own(self, blocks: list[Any], *, null_ok: bool) -> list[KVCacheBlock]:
+        """Check that every entry is a block of this pool.
+
+        Per entry, in order: is a block (``InvalidArgument``), is the null block
+        (skipped if ``null_ok``, else ``NullBlockMisuse``), belongs to this pool
+        (``ForeignBlock``). Returns this pool's non-null blocks, in order.
+        """
+        me = self._weak_self
+        out: list[KVCacheBlock] = []
+        for block in blocks:
+            if not isinstance(block, KVCacheBlock) or block.pool is None:
+                raise InvalidArgument(f"{block!r} is not a block of any pool")
+            if block.is_null:
+                if null_ok:
+                    continue
+                raise NullBlockMisuse(f"block {block.block_id} is the null block")
+            if block.pool is not me:
+                raise ForeignBlock(f"block {block.block_id} belongs to another pool")
+            out.append(block)
+        return out
+
+    def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
+        """Take one more reference to each block (a prefix-cache hit).
+
+        A block with ``ref_cnt == 0`` is an eviction candidate in the free queue;
+        touching it takes it out, so it cannot be handed out while in use.
+        """
+        own = self._own(_materialise(blocks, "blocks"), null_ok=True)
+        queue = self.free_block_queue
+        for block in own:
+            if block.ref_cnt == 0:
+                queue._remove(block)
+            block.ref_cnt += 1
+
+    def unpin_blocks(self, blocks: Iterable[KVCacheBlock], on_reuse: Watcher) -> None:
+        """Release references to blocks that stay readable until the pool reuses them.
+
+        Each block gets ``on_reuse`` as a pending watcher (once, however often it
+        is listed or unpinned with that very object); blocks reaching
+        ``ref_cnt == 0`` join the back of the free queue whether or not they hold
+        a key, so they are the last candidates for reuse.
+        """
+        if not callable(on_reuse):
+            raise InvalidArgument(f"on_reuse must be callable, got {on_reuse!r}")
+        own = self._own(_materialise(blocks, "blocks"), null_ok=False)
+        self._check_releasable(own)
+        watchers = self._watchers
+        released: list[KVCacheBlock] = []
+        for block in own:
+            block.ref_cnt -= 1
+            pending = watchers.get(block.block_id)
+            if pending is None:
+                watchers[block.block_id] = [on_reuse]
+                self._watch_registered += 1
+            elif not any(w is on_reuse for w in pending):
+                pending.append(on_reuse)
+                self._watch_registered += 1
+            if block.ref_cnt == 0:
+                released.append(block)
+        self.free_block_queue._append_n(released)
+
+    # -- the prefix cache ---------------------------------------------------------------
+
+    def cache_blocks(self, blocks: Iterable[KVCacheBlock], keys: Iterable[Hashable]) -> None:
+        """Give ``blocks[i]`` the key ``keys[i]``; each joins the index last under its key."""
+        entries = _materialise(blocks, "blocks")
+        key_list = _materialise(keys, "keys")
+        if len(entries) != len(key_list):
+            raise InvalidArgument(f"{len(entries)} blocks but {len(key_list)} keys")
+        for key in key_list:
+            try:
+                hash(key)
+            except TypeError:
+                raise InvalidArgument(f"key {key!r} is not hashable") from None
+            if key is None:
+                raise InvalidArgument("None is not a cache key (it means 'no key')")
+        if not self.enable_caching:
+            raise CachingDisabled("prefix caching is disabled on this pool")
+        own = self._own(entries, null_ok=False)
+        seen: set[int] = set()
+        for block in own:
+            if block.ref_cnt < 1:
+                raise BlockNotInUse(f"block {block.block_id} has ref_cnt 0: nobody wrote it")
+            if block._block_hash is not None:
+                raise AlreadyCached(
+                    f"block {block.block_id} already holds key {block._block_hash!r}"
+                )
+            if block.block_id in seen:
+                raise InvalidArgument(f"block {block.block_id} is listed twice")
+            seen.add(block.block_id)
+        if not own:
+            return
+        index = self._index
+        for block, key in zip(own, key_list, strict=True):
+            block._block_hash = key
+            holders = index.get(key)
+            if holders is None:
+                index[key] = {block.block_id: block}
+            else:
+                holders[block.block_id] = block
+        if self.enable_kv_cache_events:
+            self._log(BlockStored(tuple(key_list)))
+
+    def get_cached_block(self, key: Hashable) -> KVCacheBlock | None:
+        """The oldest block holding ``key``, or None."""
+        try:
+            holders = self._index.get(key)
+        except TypeError:
+            raise InvalidArgument(f"key {key!r} is not hashable") from None
+        if not holders:
+            return None
+        return next(iter(holders.values()))
+
+    def evict_blocks(self, block_ids: Iterable[int]) -> None:
+        """Drop the key of each named block; the blocks stay where they are."""
+        ids = _materialise(block_ids, "block_ids")
+        n = self.num_gpu_blocks
+        for i in ids:
+            if type(i) is not int or not 0 <= i < n:
+                raise InvalidArgument(f"block id {i!r} is not an int in 0..{n - 1}")
+            if i == 0:
+                raise NullBlockMisuse("block id 0 is the null block")
+        blocks = self.blocks
+        for i in ids:
+            block = blocks[i]
+            if block._block_hash is not None:
+                self._drop_key(block)
+
+    def _drop_key(self, block: KVCacheBlock) -> None:
+        """``block`` forgets its key; announce the key removed if it was the last holder."""
+        key = block._block_hash
+        block._block_hash = None
+        holders = self._index[key]
+        del holders[block.block_id]
+        if not holders:
+            del self._index[key]
+            if self.enable_kv_cache_events:
+                self._log(BlockRemoved(key))
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every key, if no block is in use; fire every pending watcher. False if refused."""
+        if self.free_block_queue.num_free_blocks != self.num_gpu_blocks - 1:
+            return False
+        for holders in self._index.values():
+            for block in holders.values():
+                block._block_hash = None
+        self._index = {}
+        blocks = self.blocks
+        firings = [(w, blocks[bid]) for bid, ws in self._watchers.items() for w in ws]
+        self._watchers = {}
+        self._watch_fired += len(firings)
+        if self.enable_kv_cache_events:
+            self._log(AllBlocksCleared())
+        self._fire(firings)
+        return True
+
+    # -- watchers and events --------------------------------------------------------------
+
+    def _detach_watchers(self, blocks: list[KVCacheBlock]) -> list[tuple[Watcher, KVCacheBlock]]:
+        """Take the pending watchers of ``blocks`` out of the state, in firing order."""
+        watchers = self._watchers
+        firings: list[tuple[Watcher, KVCacheBlock]] = []
+        for block in blocks:
+            pending = watchers.pop(block.block_id, None)
+            if pending is not None:
+                firings.extend((w, block) for w in pending)
+        self._watch_fired += len(firings)
+        return firings
+
+    @staticmethod
+    def _fire(firings: list[tuple[Watcher, KVCacheBlock]]) -> None:
+        """Call each watcher once. Errors go to ``sys.unraisablehook``; the rest still fire."""
+        interrupt: BaseException | None = None
+        for watcher, block in firings:
+            try:
+                watcher(block)
+            except Exception as exc:
+                sys.unraisablehook(
+                    cast(Any, _Unraisable)(
+                        exc, f"Exception in reuse watcher for block {block.block_id}", watcher
+                    )
+                )
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: after the others
+                if interrupt is None:
+                    interrupt = exc
+        if interrupt is not None:
+            raise interrupt
+
+    def _log(self, event: Event) -> None:
+        self._events.append(event)
+        apply_event(self._event_view, event)
+
+    def take_events(self) -> list[Event]:
+        """The events logged since the last call, oldest first (``[]`` when events are off)."""
+        if not self.enable_kv_cache_events:
+            return []
+        events = self._events
+        self._events = []
+        return events
+
+    # -- queries ------------------------------------------------------------------------
+
+    def get_num_free_blocks(self) -> int:
+        return self.free_block_queue.num_free_blocks
+
+    def get_usage(self) -> float:
+        """The fraction of non-null blocks in use (0.0 for a pool of only the null block)."""
+        total = self.num_gpu_blocks - 1
+        if not total:
+            return 0.0
+        return 1.0 - self.free_block_queue.num_free_blocks / total
+
+    def is_block_writable(self, block: KVCacheBlock) -> bool:
+        """Whether the sole owner of ``block`` may write it: not null, ``ref_cnt == 1``, no key."""
+        if not isinstance(block, KVCacheBlock) or block.pool is None:
+            raise InvalidArgument(f"{block!r} is not a block of any pool")
+        if block.is_null:
+            return False
+        if block.pool is not self._weak_self:
+            raise ForeignBlock(f"block {block.block_id} belongs to another pool")
+        return block.ref_cnt == 1 and block._block_hash is None
+
+    def check_invariants(self) -> list[Violation]:
+        """Every violated invariant, INV-LIST included, each naming its block (empty: all hold)."""
+        from .bridge import check_invariants
+
+        return check_invariants(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"BlockPool(num_gpu_blocks={self.num_gpu_blocks}, "
+            f"free={self.free_block_queue.num_free_blocks}, "
+            f"enable_caching={self.enable_caching})"
+        )

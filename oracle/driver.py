@@ -1,0 +1,230 @@
+"""Run spec operations against a concrete pool with vLLM's API, and report in spec terms.
+
+The :class:`Driver` is the one place where spec data (:class:`BlockRef`, watcher
+ids, :class:`Outcome`) meets concrete objects (blocks, callables, exceptions).
+The lockstep tests and the oracle both use it: apply an op to the spec, execute
+the same op through the driver, compare the two outcomes.
+
+Watchers are :class:`ScriptedWatcher` objects: each records its firings and may
+be given an *action* -- raise, or call back into the pool with a nested operation.
+Nested operations are recorded in execution order (:attr:`Driver.nested`), which
+is the order the spec must apply them in: a watcher runs only after the outer
+operation's state is complete, so "outer, then each nested call as it started"
+is a sequential history.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kvpool.spec.errors import ErrorKind
+from kvpool.spec.ops import (
+    BlockRef,
+    CacheBlocks,
+    DropPool,
+    EvictBlocks,
+    Firing,
+    FreeBlocks,
+    GetCachedBlock,
+    GetNewBlocks,
+    GetNumFreeBlocks,
+    GetUsage,
+    IsBlockWritable,
+    Op,
+    Outcome,
+    ResetPrefixCache,
+    TakeEvents,
+    Touch,
+    UnpinBlocks,
+)
+
+PoolFactory = Callable[[int, bool, bool], Any]
+"""``factory(num_blocks, enable_caching, enable_kv_cache_events) -> pool``."""
+
+_KINDS = {k.value: k for k in ErrorKind}
+
+
+class WatcherRaised(Exception):
+    """What a watcher scripted to fail raises (the pool must report it and carry on)."""
+
+
+@dataclass
+class WatcherAction:
+    """What a scripted watcher does when it fires: raise, or run ``op`` on the pool."""
+
+    raise_error: bool = False
+    op: Op | None = None
+
+
+class ScriptedWatcher:
+    """A watcher with an id the spec can name, and an optional action."""
+
+    def __init__(self, driver: Driver, watcher_id: int) -> None:
+        self.watcher_id = watcher_id
+        self._driver = driver
+        self.action: WatcherAction | None = None
+
+    def __call__(self, block: Any) -> None:
+        self._driver._on_fire(self, block)
+
+    def __repr__(self) -> str:
+        return f"watcher#{self.watcher_id}"
+
+
+def error_kind_of(exc: BaseException) -> ErrorKind | None:
+    """The error kind a pool's exception stands for: its ``kind`` attribute or its class name."""
+    kind = getattr(exc, "kind", None)
+    if isinstance(kind, ErrorKind):
+        return kind
+    if isinstance(kind, str) and kind in _KINDS:
+        return _KINDS[kind]
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _KINDS:
+            return _KINDS[cls.__name__]
+    return None
+
+
+class Driver:
+    """Executes spec operations on concrete pools built by ``factory``."""
+
+    def __init__(self, factory: PoolFactory, configs: list[tuple[int, bool, bool]]) -> None:
+        self.factory = factory
+        self.pools: list[Any | None] = []
+        self._blocks: list[list[Any]] = []
+        self._ref_of: dict[int, BlockRef] = {}
+        self._watchers: dict[int, ScriptedWatcher] = {}
+        self._fired_stack: list[list[Firing]] = []
+        self.nested: list[tuple[Op, Outcome]] = []
+        """Operations watchers ran during the last :meth:`execute`, in the order they started."""
+        self.unraisable: list[BaseException] = []
+        """Exceptions the pools reported through ``sys.unraisablehook`` during the last call."""
+        for num_blocks, caching, events in configs:
+            self.add_pool(num_blocks, caching, events)
+
+    # -- naming ----------------------------------------------------------------------
+
+    def add_pool(self, num_blocks: int, caching: bool, events: bool) -> int:
+        pool = self.factory(num_blocks, caching, events)
+        index = len(self.pools)
+        self.pools.append(pool)
+        blocks = list(pool.blocks)
+        self._blocks.append(blocks)
+        for b in blocks:
+            self._ref_of[id(b)] = BlockRef(index, b.block_id)
+        return index
+
+    def block(self, ref: object) -> Any:
+        """The concrete block a spec entry names; an ill-formed entry is passed through as is."""
+        if isinstance(ref, BlockRef) and 0 <= ref.pool < len(self._blocks):
+            blocks = self._blocks[ref.pool]
+            if 0 <= ref.block < len(blocks):
+                return blocks[ref.block]
+        return ref
+
+    def ref(self, block: Any) -> BlockRef:
+        return self._ref_of[id(block)]
+
+    def watcher(self, wid: object) -> Any:
+        """The callable for spec watcher id ``wid`` (the same object every time); else ``wid``."""
+        if type(wid) is not int:
+            return wid
+        w = self._watchers.get(wid)
+        if w is None:
+            w = self._watchers[wid] = ScriptedWatcher(self, wid)
+        return w
+
+    def set_action(self, wid: int, action: WatcherAction | None) -> None:
+        self.watcher(wid).action = action
+
+    def pool(self, index: int) -> Any:
+        pool = self.pools[index]
+        if pool is None:
+            raise LookupError(f"pool {index} is gone")
+        return pool
+
+    # -- execution ---------------------------------------------------------------------
+
+    def execute(self, op: Op) -> Outcome:
+        """Run ``op``; nested operations started by watchers go to :attr:`nested`."""
+        self.nested = []
+        self.unraisable = []
+        old_hook = sys.unraisablehook
+        sys.unraisablehook = self._on_unraisable
+        try:
+            return self._execute(op)
+        finally:
+            sys.unraisablehook = old_hook
+
+    def _on_unraisable(self, args: Any) -> None:
+        self.unraisable.append(args.exc_value)
+
+    def _on_fire(self, watcher: ScriptedWatcher, block: Any) -> None:
+        ref = self.ref(block)
+        self._fired_stack[-1].append(Firing(watcher.watcher_id, ref.pool, ref.block))
+        action = watcher.action
+        if action is None:
+            return
+        if action.op is not None:
+            slot = len(self.nested)
+            self.nested.append((action.op, Outcome()))
+            self.nested[slot] = (action.op, self._execute(action.op))
+        if action.raise_error:
+            raise WatcherRaised(f"watcher {watcher.watcher_id} fails on purpose")
+
+    def _execute(self, op: Op) -> Outcome:
+        self._fired_stack.append([])
+        try:
+            value = self._call(op)
+            error = None
+        except Exception as exc:
+            kind = error_kind_of(exc)
+            if kind is None:
+                raise
+            value, error = None, kind
+        finally:
+            fired = tuple(self._fired_stack.pop())
+        return Outcome(value=value, error=error, fired=fired)
+
+    def _call(self, op: Op) -> object:
+        if isinstance(op, DropPool):
+            self.pools[op.pool] = None
+            return None
+        pool = self.pool(op.pool)
+        if isinstance(op, GetNewBlocks):
+            return tuple(b.block_id for b in pool.get_new_blocks(op.n))
+        if isinstance(op, FreeBlocks):
+            blocks = [self.block(e) for e in op.blocks]
+            if op.evict_first is False:
+                pool.free_blocks(blocks)
+            else:
+                pool.free_blocks(blocks, evict_first=op.evict_first)
+            return None
+        if isinstance(op, Touch):
+            pool.touch([self.block(e) for e in op.blocks])
+            return None
+        if isinstance(op, UnpinBlocks):
+            pool.unpin_blocks([self.block(e) for e in op.blocks], self.watcher(op.watcher))
+            return None
+        if isinstance(op, CacheBlocks):
+            pool.cache_blocks([self.block(e) for e in op.blocks], list(op.keys))
+            return None
+        if isinstance(op, GetCachedBlock):
+            block = pool.get_cached_block(op.key)
+            return None if block is None else block.block_id
+        if isinstance(op, EvictBlocks):
+            pool.evict_blocks(list(op.block_ids))
+            return None
+        if isinstance(op, ResetPrefixCache):
+            return bool(pool.reset_prefix_cache())
+        if isinstance(op, GetNumFreeBlocks):
+            return pool.get_num_free_blocks()
+        if isinstance(op, GetUsage):
+            return float(pool.get_usage())
+        if isinstance(op, IsBlockWritable):
+            return bool(pool.is_block_writable(self.block(op.block)))
+        if isinstance(op, TakeEvents):
+            return tuple(pool.take_events())
+        raise TypeError(f"not an operation: {op!r}")

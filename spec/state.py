@@ -120,6 +120,27 @@ class PoolState:
     def copy(self) -> PoolState:
         return copy.deepcopy(self)
 
+    def snapshot(self) -> tuple[object, ...]:
+        """Everything observable, as plain values in which every order that matters is kept.
+
+        Two states with equal snapshots are indistinguishable by any operation
+        (``==`` on the dataclass would ignore the order of holders under a key).
+        """
+        return (
+            self.num_blocks,
+            self.caching,
+            self.events_on,
+            tuple(self.ref),
+            tuple(self.key),
+            tuple(self.free),
+            frozenset((k, tuple(holders)) for k, holders in self.index.items()),
+            tuple((b, tuple(ws)) for b, ws in self.pending.items()),
+            tuple(self.log),
+            frozenset(self.view),
+            self.registered,
+            self.fired,
+        )
+
     # -- queries shared by operations and invariants --------------------------------
 
     def num_in_use(self) -> int:

@@ -64,6 +64,27 @@ def _materialise(values: Iterable[Any], what: str) -> list[Any]:
         raise InvalidArgument(f"{what} must be iterable, got {values!r}") from None
 
 
+class _NotABlock(Exception):
+    """Internal: an entry of ``free_blocks`` that is no pool's block."""
+
+
+def _forward(
+    block: Any, forwarded: dict[BlockPool, list[KVCacheBlock]] | None
+) -> dict[BlockPool, list[KVCacheBlock]] | None:
+    """File a ``free_blocks`` entry that is not this pool's: skip, forward, or refuse it."""
+    if not isinstance(block, KVCacheBlock) or block.pool is None:
+        raise _NotABlock
+    if block.is_null:
+        return forwarded
+    owner = block.pool()
+    if owner is None:
+        return forwarded  # its pool is gone: nothing to give the block back to
+    if forwarded is None:
+        forwarded = {}
+    forwarded.setdefault(owner, []).append(block)
+    return forwarded
+
+
 class BlockPool:
     """A pool of ``num_gpu_blocks`` KV-cache blocks; block 0 is the null block."""
 
@@ -136,39 +157,42 @@ class BlockPool:
         """
         if evict_first is not True and evict_first is not False:
             raise InvalidArgument(f"evict_first must be a bool, got {evict_first!r}")
-        blocks = _materialise(ordered_blocks, "ordered_blocks")
+        blocks = (
+            ordered_blocks
+            if type(ordered_blocks) is list
+            else _materialise(ordered_blocks, "ordered_blocks")
+        )
         me = self._weak_self
-        caching = self.enable_caching
+        # With caching off, or when asked, every block reaching zero goes to FRONT.
+        all_front = evict_first or not self.enable_caching
         front: list[KVCacheBlock] = []
         back: list[KVCacheBlock] = []
         forwarded: dict[BlockPool, list[KVCacheBlock]] | None = None
-        for i, block in enumerate(blocks):
-            if getattr(block, "pool", None) is me and not block.is_null:
-                ref_cnt = block.ref_cnt - 1
-                if ref_cnt < 0:
-                    self._undo_release(blocks, i)
-                    raise RefCountUnderflow(
-                        f"block {block.block_id} is freed more often than it is "
-                        "referenced (a double free)"
-                    )
-                block.ref_cnt = ref_cnt
-                if ref_cnt == 0:
-                    if block._block_hash is None or not caching or evict_first:
-                        front.append(block)
-                    else:
-                        back.append(block)
-                continue
-            if not isinstance(block, KVCacheBlock) or block.pool is None:
-                self._undo_release(blocks, i)
-                raise InvalidArgument(f"{block!r} is not a block of any pool")
-            if block.is_null:
-                continue
-            owner = block.pool()
-            if owner is None:
-                continue  # its pool is gone: nothing to give the block back to
-            if forwarded is None:
-                forwarded = {}
-            forwarded.setdefault(owner, []).append(block)
+        i = 0  # entries processed so far: what a refusal must roll back
+        try:
+            for block in blocks:
+                if block.pool is me:
+                    ref_cnt = block.ref_cnt - 1
+                    if ref_cnt > 0:
+                        block.ref_cnt = ref_cnt
+                    elif ref_cnt == 0:
+                        block.ref_cnt = 0
+                        if all_front or block._block_hash is None:
+                            front.append(block)
+                        else:
+                            back.append(block)
+                    elif not block.is_null:  # the null block's ref_cnt is never touched
+                        self._undo_release(blocks, i)
+                        raise RefCountUnderflow(
+                            f"block {block.block_id} is freed more often than it is "
+                            "referenced (a double free)"
+                        )
+                else:
+                    forwarded = _forward(block, forwarded)
+                i += 1
+        except (AttributeError, _NotABlock):
+            self._undo_release(blocks, i)
+            raise InvalidArgument(f"{blocks[i]!r} is not a block of any pool") from None
         if forwarded:
             try:
                 for owner, theirs in forwarded.items():
@@ -226,10 +250,20 @@ class BlockPool:
         A block with ``ref_cnt == 0`` is an eviction candidate in the free queue;
         touching it takes it out, so it cannot be handed out while in use.
         """
-        own = self._own(_materialise(blocks, "blocks"), null_ok=True)
+        entries = blocks if type(blocks) is list else _materialise(blocks, "blocks")
+        me = self._weak_self
+        try:
+            for block in entries:
+                if block.pool is not me:
+                    raise AttributeError
+        except AttributeError:
+            # Something is not ours (or not a block): validate properly, off the hot path.
+            entries = self._own(entries, null_ok=True)
         queue = self.free_block_queue
-        for block in own:
+        for block in entries:
             if block.ref_cnt == 0:
+                if block.is_null:  # our own null block: its ref_cnt is never 0 -> 1
+                    continue
                 queue._remove(block)
             block.ref_cnt += 1
 

@@ -6,9 +6,12 @@ returned list. Two sentinels (``fake_free_list_head`` and ``fake_free_list_tail`
 block id -1) are always present, so no operation has to special-case an empty
 list or an end of it: every real block always has a real ``prev`` and ``next``.
 
-The public methods check their arguments and raise a ``PoolError`` before
-changing anything. The pool, which already knows its blocks are well formed,
-calls the unchecked ``_`` methods on its hot paths.
+Every public method checks its arguments and refuses bad ones with a
+``PoolError``, leaving the queue as it was: a block to be linked in must have no
+links (which also catches a block listed twice, and the sentinels), a block to be
+removed must have both. The pool has already made those checks, more cheaply, at
+its own level (a block reaching ``ref_cnt == 0`` is in no list), so its hot paths
+call the unchecked ``_`` methods, which vLLM's queue matches step for step.
 """
 
 from __future__ import annotations
@@ -22,6 +25,19 @@ from .block import KVCacheBlock
 SENTINEL_ID = -1
 
 
+class _AlreadyLinked(Exception):
+    """Internal: a block handed to ``_splice`` is already in a list."""
+
+
+def _as_list(blocks: Iterable[KVCacheBlock]) -> list[KVCacheBlock]:
+    if type(blocks) is list:
+        return blocks
+    try:
+        return list(blocks)
+    except TypeError:
+        raise InvalidArgument(f"expected an iterable of blocks, got {blocks!r}") from None
+
+
 class FreeKVCacheBlockQueue:
     """Free blocks, front first: the front is handed out (and evicted) first."""
 
@@ -33,9 +49,7 @@ class FreeKVCacheBlockQueue:
         self.fake_free_list_head.next_free_block = self.fake_free_list_tail
         self.fake_free_list_tail.prev_free_block = self.fake_free_list_head
         self.num_free_blocks = 0
-        blocks = list(blocks)
-        self._check_unlinked(blocks)
-        self._append_n(blocks)
+        self.append_n(blocks)
 
     # -- checked, public ------------------------------------------------------------
 
@@ -57,31 +71,29 @@ class FreeKVCacheBlockQueue:
 
     def remove(self, block: KVCacheBlock) -> None:
         """Unlink ``block`` from wherever it is in the queue."""
-        if (
-            not isinstance(block, KVCacheBlock)
-            or self._is_sentinel(block)
-            or block.prev_free_block is None
-            or block.next_free_block is None
-        ):
+        try:
+            linked = block.prev_free_block is not None and block.next_free_block is not None
+        except AttributeError:
+            linked = False
+        # A sentinel always lacks one link, so this also refuses them.
+        if not linked:
             raise InvalidArgument(f"{block!r} is not in the free queue")
         self._remove(block)
 
     def append(self, block: KVCacheBlock) -> None:
         """Add ``block`` at the back (it is evicted last)."""
-        self._check_unlinked([block])
-        self._append_n([block])
+        tail = self.fake_free_list_tail
+        self._splice([block], tail.prev_free_block, tail)  # type: ignore[arg-type]
 
     def append_n(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Add ``blocks`` at the back, in order."""
-        blocks = list(blocks)
-        self._check_unlinked(blocks)
-        self._append_n(blocks)
+        tail = self.fake_free_list_tail
+        self._splice(_as_list(blocks), tail.prev_free_block, tail)  # type: ignore[arg-type]
 
     def prepend_n(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Add ``blocks`` at the front as a group: ``blocks[0]`` becomes the head."""
-        blocks = list(blocks)
-        self._check_unlinked(blocks)
-        self._prepend_n(blocks)
+        head = self.fake_free_list_head
+        self._splice(_as_list(blocks), head, head.next_free_block)  # type: ignore[arg-type]
 
     def get_all_free_blocks(self) -> list[KVCacheBlock]:
         """Every free block, front first."""
@@ -96,24 +108,49 @@ class FreeKVCacheBlockQueue:
     def __len__(self) -> int:
         return self.num_free_blocks
 
-    # -- validation -----------------------------------------------------------------
+    # -- linking a group in, checked as it goes ------------------------------------------
 
-    def _is_sentinel(self, block: KVCacheBlock) -> bool:
-        return block is self.fake_free_list_head or block is self.fake_free_list_tail
+    def _splice(
+        self, blocks: list[KVCacheBlock], before: KVCacheBlock, after: KVCacheBlock
+    ) -> None:
+        """Chain ``blocks`` in order between the adjacent nodes ``before`` and ``after``.
 
-    def _check_unlinked(self, blocks: list[KVCacheBlock]) -> None:
-        """Each block must be a block, not a sentinel, in no list, and listed once."""
-        seen: set[int] = set()
-        for b in blocks:
-            if not isinstance(b, KVCacheBlock) or self._is_sentinel(b):
-                raise InvalidArgument(f"{b!r} is not a block that can be queued")
-            if b.prev_free_block is not None or b.next_free_block is not None:
-                raise InvalidArgument(f"block {b.block_id} is already in a free queue")
-            if id(b) in seen:
-                raise InvalidArgument(f"block {b.block_id} is listed twice")
-            seen.add(id(b))
+        Each block must be in no list. The check costs one load per block and
+        needs no set: a block listed twice is already linked when it comes round
+        again. On a refusal the blocks chained so far are unlinked again, so the
+        queue is exactly as it was.
+        """
+        prev = before
+        head = self.fake_free_list_head
+        try:
+            for b in blocks:
+                # In a well-formed list (INV-LIST) a linked block has a prev link,
+                # and the only node without one is the head sentinel.
+                if b.prev_free_block is not None or b is head:
+                    raise _AlreadyLinked(b)
+                b.prev_free_block = prev
+                prev.next_free_block = b
+                prev = b
+        except (AttributeError, _AlreadyLinked) as exc:
+            # Undo: the chain hangs off ``before`` and ends at a block with no next link.
+            node = before.next_free_block
+            before.next_free_block = after
+            while node is not None and node is not after:
+                nxt = node.next_free_block
+                node.prev_free_block = node.next_free_block = None
+                node = nxt
+            what = exc.args[0] if isinstance(exc, _AlreadyLinked) else None
+            raise InvalidArgument(
+                f"{what!r} is already in a free queue (or listed twice)"
+                if what is not None
+                else "an entry is not a block that can be queued"
+            ) from None
+        # Close the chain: the last block (or ``before``, for none) meets ``after``.
+        prev.next_free_block = after
+        after.prev_free_block = prev
+        self.num_free_blocks += len(blocks)
 
-    # -- unchecked, for the pool --------------------------------------------------------
+    # -- for the pool -----------------------------------------------------------------
 
     def _popleft_n(self, n: int) -> list[KVCacheBlock]:
         if n == 0:
@@ -121,13 +158,13 @@ class FreeKVCacheBlockQueue:
         head = self.fake_free_list_head
         node = head.next_free_block
         out: list[KVCacheBlock] = []
-        append = out.append
         for _ in range(n):
-            append(node)  # type: ignore[arg-type]
-            nxt = node.next_free_block  # type: ignore[union-attr]
+            out.append(node)  # type: ignore[arg-type]
+            last = node
+            node = node.next_free_block  # type: ignore[union-attr]
             # A block leaving the list forgets both links (INV-LIST).
-            node.prev_free_block = node.next_free_block = None  # type: ignore[union-attr]
-            node = nxt
+            last.prev_free_block = None  # type: ignore[union-attr]
+            last.next_free_block = None  # type: ignore[union-attr]
         # The first block left (or the tail sentinel) is the new front.
         head.next_free_block = node
         node.prev_free_block = head  # type: ignore[union-attr]
@@ -139,7 +176,8 @@ class FreeKVCacheBlockQueue:
         # Sentinels guarantee both neighbours exist: stitch them together.
         prev.next_free_block = nxt  # type: ignore[union-attr]
         nxt.prev_free_block = prev  # type: ignore[union-attr]
-        block.prev_free_block = block.next_free_block = None
+        block.prev_free_block = None
+        block.next_free_block = None
         self.num_free_blocks -= 1
 
     def _append_n(self, blocks: list[KVCacheBlock]) -> None:

@@ -314,6 +314,9 @@ def test_free_queue_refuses_bad_input_and_changes_nothing() -> None:
         (lambda: q.prepend_n([loose, blocks[1]]), InvalidArgument),
         (lambda: q.remove(loose), InvalidArgument),  # not in the queue
         (lambda: q.remove(q.fake_free_list_head), InvalidArgument),
+        (lambda: q.append_n([blocks[3], q.fake_free_list_head]), InvalidArgument),
+        (lambda: q.prepend_n([blocks[3], q.fake_free_list_tail]), InvalidArgument),
+        (lambda: q.append_n(7), InvalidArgument),  # type: ignore[arg-type]
         (lambda: q.popleft_n(3), InsufficientFreeBlocks),
         (lambda: q.popleft_n(-1), InvalidArgument),
         (lambda: q.append("x"), InvalidArgument),  # type: ignore[arg-type]

@@ -39,7 +39,24 @@ def _as_list(blocks: Iterable[KVCacheBlock]) -> list[KVCacheBlock]:
 
 
 class FreeKVCacheBlockQueue:
-    """Free blocks, front first: the front is handed out (and evicted) first."""
+    """Free blocks, front first: the front is handed out (and evicted) first.
+
+    Contracts (PEP 316: read by CrossHair, never evaluated in normal use; opt in to
+    checking them at run time with ``kvpool.contracts.runtime.enable()``). The
+    ``# INV-...`` line above a condition names the invariant it states.
+
+    inv:
+        # INV-LIST: the counter is never negative
+        self.num_free_blocks >= 0
+        # INV-LIST: sentinels at both ends
+        self.fake_free_list_head.prev_free_block is None
+        self.fake_free_list_tail.next_free_block is None
+        # INV-LIST: the walk from the head reaches the tail in exactly ``num_free_blocks`` steps
+        len(self.get_all_free_blocks()) == self.num_free_blocks
+        # INV-LIST: prev links mirror next links, all the way to the tail
+        self.fake_free_list_head.next_free_block.prev_free_block is self.fake_free_list_head
+        all(b.next_free_block.prev_free_block is b for b in self.get_all_free_blocks())
+    """
 
     __slots__ = ("fake_free_list_head", "fake_free_list_tail", "num_free_blocks")
 
@@ -54,13 +71,27 @@ class FreeKVCacheBlockQueue:
     # -- checked, public ------------------------------------------------------------
 
     def popleft(self) -> KVCacheBlock:
-        """Remove and return the front block."""
+        """Remove and return the front block.
+
+        raises: InsufficientFreeBlocks, InvalidArgument
+        post: __return__.block_id == __old__.self.fake_free_list_head.next_free_block.block_id
+        post: __return__.prev_free_block is None and __return__.next_free_block is None
+        post: self.num_free_blocks == __old__.self.num_free_blocks - 1
+        post: [b.block_id for b in self.get_all_free_blocks()] == [b.block_id for b in __old__.self.get_all_free_blocks()][1:]
+        """  # noqa: E501
         if self.num_free_blocks == 0:
             raise InsufficientFreeBlocks("the free queue is empty")
         return self._popleft_n(1)[0]
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
-        """Remove and return the first ``n`` blocks, front first."""
+        """Remove and return the first ``n`` blocks, front first.
+
+        raises: InsufficientFreeBlocks, InvalidArgument
+        post: [b.block_id for b in __return__] == [b.block_id for b in __old__.self.get_all_free_blocks()][:n]
+        post: [b.block_id for b in self.get_all_free_blocks()] == [b.block_id for b in __old__.self.get_all_free_blocks()][n:]
+        post: all(b.prev_free_block is None and b.next_free_block is None for b in __return__)
+        post: self.num_free_blocks == __old__.self.num_free_blocks - n
+        """  # noqa: E501
         if type(n) is not int or n < 0:
             raise InvalidArgument(f"n must be an int >= 0, got {n!r}")
         if n > self.num_free_blocks:
@@ -70,7 +101,13 @@ class FreeKVCacheBlockQueue:
         return self._popleft_n(n)
 
     def remove(self, block: KVCacheBlock) -> None:
-        """Unlink ``block`` from wherever it is in the queue."""
+        """Unlink ``block`` from wherever it is in the queue.
+
+        raises: InsufficientFreeBlocks, InvalidArgument
+        post: block.prev_free_block is None and block.next_free_block is None
+        post: all(b is not block for b in self.get_all_free_blocks())
+        post: self.num_free_blocks == __old__.self.num_free_blocks - 1
+        """
         try:
             linked = block.prev_free_block is not None and block.next_free_block is not None
         except AttributeError:
@@ -81,22 +118,44 @@ class FreeKVCacheBlockQueue:
         self._remove(block)
 
     def append(self, block: KVCacheBlock) -> None:
-        """Add ``block`` at the back (it is evicted last)."""
+        """Add ``block`` at the back (it is evicted last).
+
+        raises: InsufficientFreeBlocks, InvalidArgument
+        post: self.fake_free_list_tail.prev_free_block is block
+        post: self.num_free_blocks == __old__.self.num_free_blocks + 1
+        post: [b.block_id for b in self.get_all_free_blocks()] == [b.block_id for b in __old__.self.get_all_free_blocks()] + [block.block_id]
+        """  # noqa: E501
         tail = self.fake_free_list_tail
         self._splice([block], tail.prev_free_block, tail)  # type: ignore[arg-type]
 
     def append_n(self, blocks: Iterable[KVCacheBlock]) -> None:
-        """Add ``blocks`` at the back, in order."""
+        """Add ``blocks`` at the back, in order.
+
+        (The list-order postcondition reads ``blocks`` again, so it speaks of list arguments.)
+
+        raises: InsufficientFreeBlocks, InvalidArgument
+        post: self.num_free_blocks >= __old__.self.num_free_blocks
+        post: type(blocks) is not list or [b.block_id for b in self.get_all_free_blocks()] == [b.block_id for b in __old__.self.get_all_free_blocks()] + [b.block_id for b in blocks]
+        """  # noqa: E501
         tail = self.fake_free_list_tail
         self._splice(_as_list(blocks), tail.prev_free_block, tail)  # type: ignore[arg-type]
 
     def prepend_n(self, blocks: Iterable[KVCacheBlock]) -> None:
-        """Add ``blocks`` at the front as a group: ``blocks[0]`` becomes the head."""
+        """Add ``blocks`` at the front as a group: ``blocks[0]`` becomes the head.
+
+        raises: InsufficientFreeBlocks, InvalidArgument
+        post: self.num_free_blocks >= __old__.self.num_free_blocks
+        post: type(blocks) is not list or [b.block_id for b in self.get_all_free_blocks()] == [b.block_id for b in blocks] + [b.block_id for b in __old__.self.get_all_free_blocks()]
+        """  # noqa: E501
         head = self.fake_free_list_head
         self._splice(_as_list(blocks), head, head.next_free_block)  # type: ignore[arg-type]
 
     def get_all_free_blocks(self) -> list[KVCacheBlock]:
-        """Every free block, front first."""
+        """Every free block, front first.
+
+        post: len(__return__) == self.num_free_blocks
+        post: all(b.prev_free_block is not None for b in __return__)
+        """
         out: list[KVCacheBlock] = []
         node = self.fake_free_list_head.next_free_block
         tail = self.fake_free_list_tail
@@ -153,6 +212,12 @@ class FreeKVCacheBlockQueue:
     # -- for the pool -----------------------------------------------------------------
 
     def _popleft_n(self, n: int) -> list[KVCacheBlock]:
+        """Unchecked ``popleft_n``: the caller guarantees the count.
+
+        pre: 0 <= n <= self.num_free_blocks
+        post: len(__return__) == n
+        post: self.num_free_blocks == __old__.self.num_free_blocks - n
+        """
         if n == 0:
             return []
         head = self.fake_free_list_head
@@ -172,6 +237,12 @@ class FreeKVCacheBlockQueue:
         return out
 
     def _remove(self, block: KVCacheBlock) -> None:
+        """Unchecked ``remove``: the caller guarantees that ``block`` is linked in this queue.
+
+        pre: block.prev_free_block is not None and block.next_free_block is not None
+        post: block.prev_free_block is None and block.next_free_block is None
+        post: self.num_free_blocks == __old__.self.num_free_blocks - 1
+        """
         prev, nxt = block.prev_free_block, block.next_free_block
         # Sentinels guarantee both neighbours exist: stitch them together.
         prev.next_free_block = nxt  # type: ignore[union-attr]
@@ -181,6 +252,12 @@ class FreeKVCacheBlockQueue:
         self.num_free_blocks -= 1
 
     def _append_n(self, blocks: list[KVCacheBlock]) -> None:
+        """Unchecked ``append_n``: the caller guarantees distinct blocks that are in no list.
+
+        pre: all(b.prev_free_block is None and b.next_free_block is None for b in blocks)
+        pre: len({id(b) for b in blocks}) == len(blocks)
+        post: self.num_free_blocks == __old__.self.num_free_blocks + len(blocks)
+        """
         if not blocks:
             return
         tail = self.fake_free_list_tail
@@ -195,6 +272,12 @@ class FreeKVCacheBlockQueue:
         self.num_free_blocks += len(blocks)
 
     def _prepend_n(self, blocks: list[KVCacheBlock]) -> None:
+        """Unchecked ``prepend_n``: the caller guarantees distinct blocks that are in no list.
+
+        pre: all(b.prev_free_block is None and b.next_free_block is None for b in blocks)
+        pre: len({id(b) for b in blocks}) == len(blocks)
+        post: self.num_free_blocks == __old__.self.num_free_blocks + len(blocks)
+        """
         if not blocks:
             return
         head = self.fake_free_list_head

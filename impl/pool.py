@@ -86,7 +86,32 @@ def _forward(
 
 
 class BlockPool:
-    """A pool of ``num_gpu_blocks`` KV-cache blocks; block 0 is the null block."""
+    """A pool of ``num_gpu_blocks`` KV-cache blocks; block 0 is the null block.
+
+    Contracts (PEP 316: read by CrossHair, never evaluated in normal use; opt in to
+    checking them at run time with ``kvpool.contracts.runtime.enable()``). The
+    ``# INV-...`` line above a condition names the invariant it states; the free
+    queue's own INV-LIST conditions are in ``FreeKVCacheBlockQueue``. Methods that
+    fire watchers claim their old-state postconditions only when none fired (a
+    watcher may call back into the pool).
+
+    inv:
+        # INV-REF
+        all(b.ref_cnt >= 0 for b in self.blocks)
+        # INV-NULL
+        self.null_block is self.blocks[0] and self.null_block.is_null
+        self.null_block.ref_cnt == 0 and self.null_block.block_hash is None
+        self.null_block.prev_free_block is None and 0 not in self._watchers
+        # INV-FREE: exactly the non-null blocks with ref_cnt 0 are linked in, and counted
+        all((b.ref_cnt == 0) == (b.prev_free_block is not None) for b in self.blocks[1:])
+        self.free_block_queue.num_free_blocks == sum(b.ref_cnt == 0 for b in self.blocks[1:])
+        all(b is self.blocks[b.block_id] for b in self.free_block_queue.get_all_free_blocks())
+        # INV-LIST: a block outside the list has both links None
+        all((b.prev_free_block is None) == (b.next_free_block is None) for b in self.blocks)
+        # INV-CACHE
+        all(self.blocks[i].block_hash == k for k, hs in self._index.items() for i in hs)
+        all(b.block_hash is None or b.block_id in self._index[b.block_hash] for b in self.blocks)
+    """
 
     def __init__(
         self,
@@ -123,7 +148,14 @@ class BlockPool:
     # -- allocation ---------------------------------------------------------------
 
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
-        """Hand out the first ``num_blocks`` free blocks, each with ``ref_cnt == 1`` and no key."""
+        """Hand out the first ``num_blocks`` free blocks, each with ``ref_cnt == 1`` and no key.
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: [b.block_id for b in __return__] == [b.block_id for b in __old__.self.free_block_queue.get_all_free_blocks()][:num_blocks]
+        post: self._watch_fired > __old__.self._watch_fired or all(b.ref_cnt == 1 and b.block_hash is None for b in __return__)
+        post: self._watch_fired > __old__.self._watch_fired or self.free_block_queue.num_free_blocks == __old__.self.free_block_queue.num_free_blocks - num_blocks
+        post: all(b.block_id not in self._watchers for b in __return__) or self._watch_fired > __old__.self._watch_fired
+        """  # noqa: E501
         if type(num_blocks) is not int or num_blocks < 0:
             raise InvalidArgument(f"num_blocks must be an int >= 0, got {num_blocks!r}")
         queue = self.free_block_queue
@@ -154,7 +186,13 @@ class BlockPool:
         key (LIFO reuse, for GPU locality), caching is off, or ``evict_first``;
         else to the BACK (FIFO, so cached blocks are evicted least recently used
         first). Blocks of another live pool are forwarded to it.
-        """
+
+        (The postconditions read ``ordered_blocks`` again, so they speak of list arguments.)
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: type(ordered_blocks) is not list or all(b.ref_cnt == __old__.self.blocks[b.block_id].ref_cnt - m for b, m in Counter(ordered_blocks).items() if b.pool is self._weak_self and not b.is_null)
+        post: type(ordered_blocks) is not list or self.free_block_queue.num_free_blocks == __old__.self.free_block_queue.num_free_blocks + sum(1 for b, m in Counter(ordered_blocks).items() if b.pool is self._weak_self and not b.is_null and __old__.self.blocks[b.block_id].ref_cnt == m)
+        """  # noqa: E501
         if evict_first is not True and evict_first is not False:
             raise InvalidArgument(f"evict_first must be a bool, got {evict_first!r}")
         blocks = (
@@ -183,6 +221,11 @@ class BlockPool:
                             back.append(block)
                     elif not block.is_null:  # the null block's ref_cnt is never touched
                         self._undo_release(blocks, i)
+                        # Every entry is checked for being a block before counts are:
+                        # a later non-block makes the call InvalidArgument.
+                        for later in blocks[i + 1 :]:
+                            if not isinstance(later, KVCacheBlock) or later.pool is None:
+                                raise InvalidArgument(f"{later!r} is not a block of any pool")
                         raise RefCountUnderflow(
                             f"block {block.block_id} is freed more often than it is "
                             "referenced (a double free)"
@@ -249,7 +292,14 @@ class BlockPool:
 
         A block with ``ref_cnt == 0`` is an eviction candidate in the free queue;
         touching it takes it out, so it cannot be handed out while in use.
-        """
+
+        (The postconditions read ``blocks`` again, so they speak of list arguments.)
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: type(blocks) is not list or all(b.ref_cnt == __old__.self.blocks[b.block_id].ref_cnt + m for b, m in Counter(blocks).items() if not b.is_null)
+        post: type(blocks) is not list or all(b.prev_free_block is None for b in blocks if not b.is_null)
+        post: self.free_block_queue.num_free_blocks <= __old__.self.free_block_queue.num_free_blocks
+        """  # noqa: E501
         entries = blocks if type(blocks) is list else _materialise(blocks, "blocks")
         me = self._weak_self
         try:
@@ -274,7 +324,15 @@ class BlockPool:
         is listed or unpinned with that very object); blocks reaching
         ``ref_cnt == 0`` join the back of the free queue whether or not they hold
         a key, so they are the last candidates for reuse.
-        """
+
+        (The postconditions read ``blocks`` again, so they speak of list arguments.)
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: type(blocks) is not list or all(b.ref_cnt == __old__.self.blocks[b.block_id].ref_cnt - m for b, m in Counter(blocks).items())
+        post: type(blocks) is not list or all(any(w is on_reuse for w in self._watchers[b.block_id]) for b in blocks)
+        post: self._watch_registered >= __old__.self._watch_registered
+        post: [b.block_id for b in self.free_block_queue.get_all_free_blocks()][:__old__.self.free_block_queue.num_free_blocks] == [b.block_id for b in __old__.self.free_block_queue.get_all_free_blocks()]
+        """  # noqa: E501
         if not callable(on_reuse):
             raise InvalidArgument(f"on_reuse must be callable, got {on_reuse!r}")
         own = self._own(_materialise(blocks, "blocks"), null_ok=False)
@@ -297,7 +355,15 @@ class BlockPool:
     # -- the prefix cache ---------------------------------------------------------------
 
     def cache_blocks(self, blocks: Iterable[KVCacheBlock], keys: Iterable[Hashable]) -> None:
-        """Give ``blocks[i]`` the key ``keys[i]``; each joins the index last under its key."""
+        """Give ``blocks[i]`` the key ``keys[i]``; each joins the index last under its key.
+
+        (The postconditions read ``blocks`` and ``keys`` again, so they speak of list arguments.)
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: type(blocks) is not list or type(keys) is not list or all(b.block_hash == k for b, k in zip(blocks, keys))
+        post: type(blocks) is not list or all(b.block_id in self._index[b.block_hash] for b in blocks)
+        post: [b.block_id for b in self.free_block_queue.get_all_free_blocks()] == [b.block_id for b in __old__.self.free_block_queue.get_all_free_blocks()]
+        """  # noqa: E501
         entries = _materialise(blocks, "blocks")
         key_list = _materialise(keys, "keys")
         if len(entries) != len(key_list):
@@ -337,7 +403,12 @@ class BlockPool:
             self._log(BlockStored(tuple(key_list)))
 
     def get_cached_block(self, key: Hashable) -> KVCacheBlock | None:
-        """The oldest block holding ``key``, or None."""
+        """The oldest block holding ``key``, or None.
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: (__return__ is None) == (key not in self._index)
+        post: __return__ is None or __return__.block_hash == key
+        """  # noqa: E501
         try:
             holders = self._index.get(key)
         except TypeError:
@@ -347,7 +418,15 @@ class BlockPool:
         return next(iter(holders.values()))
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
-        """Drop the key of each named block; the blocks stay where they are."""
+        """Drop the key of each named block; the blocks stay where they are.
+
+        (The postconditions read ``block_ids`` again, so they speak of list arguments.)
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: type(block_ids) is not list or all(self.blocks[i].block_hash is None for i in block_ids)
+        post: [b.block_id for b in self.free_block_queue.get_all_free_blocks()] == [b.block_id for b in __old__.self.free_block_queue.get_all_free_blocks()]
+        post: [b.ref_cnt for b in self.blocks] == [b.ref_cnt for b in __old__.self.blocks]
+        """  # noqa: E501
         ids = _materialise(block_ids, "block_ids")
         n = self.num_gpu_blocks
         for i in ids:
@@ -373,7 +452,13 @@ class BlockPool:
                 self._log(BlockRemoved(key))
 
     def reset_prefix_cache(self) -> bool:
-        """Forget every key, if no block is in use; fire every pending watcher. False if refused."""
+        """Forget every key, if no block is in use; fire every pending watcher. False if refused.
+
+        post: __return__ == (__old__.self.free_block_queue.num_free_blocks == self.num_gpu_blocks - 1)
+        post: self._watch_fired > __old__.self._watch_fired or not __return__ or not self._index
+        post: __return__ or self._index.keys() == __old__.self._index.keys()
+        post: not __return__ or not self._watchers or self._watch_fired > __old__.self._watch_fired
+        """  # noqa: E501
         if self.free_block_queue.num_free_blocks != self.num_gpu_blocks - 1:
             return False
         for holders in self._index.values():
@@ -426,7 +511,11 @@ class BlockPool:
         apply_event(self._event_view, event)
 
     def take_events(self) -> list[Event]:
-        """The events logged since the last call, oldest first (``[]`` when events are off)."""
+        """The events logged since the last call, oldest first (``[]`` when events are off).
+
+        post: self._events == []
+        post: self.enable_kv_cache_events or __return__ == []
+        """
         if not self.enable_kv_cache_events:
             return []
         events = self._events
@@ -436,17 +525,28 @@ class BlockPool:
     # -- queries ------------------------------------------------------------------------
 
     def get_num_free_blocks(self) -> int:
+        """The length of the free queue.
+
+        post: __return__ == sum(b.ref_cnt == 0 for b in self.blocks[1:])
+        """
         return self.free_block_queue.num_free_blocks
 
     def get_usage(self) -> float:
-        """The fraction of non-null blocks in use (0.0 for a pool of only the null block)."""
+        """The fraction of non-null blocks in use (0.0 for a pool of only the null block).
+
+        post: 0.0 <= __return__ <= 1.0
+        """
         total = self.num_gpu_blocks - 1
         if not total:
             return 0.0
         return 1.0 - self.free_block_queue.num_free_blocks / total
 
     def is_block_writable(self, block: KVCacheBlock) -> bool:
-        """Whether the sole owner of ``block`` may write it: not null, ``ref_cnt == 1``, no key."""
+        """Whether the sole owner of ``block`` may write it: not null, ``ref_cnt == 1``, no key.
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: __return__ == (not block.is_null and block.ref_cnt == 1 and block.block_hash is None)
+        """  # noqa: E501
         if not isinstance(block, KVCacheBlock) or block.pool is None:
             raise InvalidArgument(f"{block!r} is not a block of any pool")
         if block.is_null:

@@ -77,7 +77,22 @@ def _hashable(value: object) -> bool:
 
 @dataclass
 class PoolState:
-    """One pool of ``num_blocks`` blocks; block 0 is the null block."""
+    """One pool of ``num_blocks`` blocks; block 0 is the null block.
+
+    Contracts (PEP 316; see ``kvpool.contracts``). The ``# INV-...`` line above a
+    condition names the invariant it states (``kvpool.spec.invariants`` has all of them).
+
+    inv:
+        len(self.ref) == len(self.key) == self.num_blocks >= 1
+        # INV-REF
+        all(r >= 0 for r in self.ref)
+        # INV-FREE
+        all(0 < b < self.num_blocks and self.ref[b] == 0 for b in self.free)
+        len(self.free) == sum(r == 0 for r in self.ref[1:])
+        # INV-NULL
+        self.ref[0] == 0 and self.key[0] is None and 0 not in self.free
+        0 not in self.pending and all(0 not in holders for holders in self.index.values())
+    """
 
     num_blocks: int
     caching: bool
@@ -163,7 +178,12 @@ class PoolState:
 
 @dataclass
 class World:
-    """Every pool the caller built, in build order. Most traces use one pool, pool 0."""
+    """Every pool the caller built, in build order. Most traces use one pool, pool 0.
+
+    Contracts (PEP 316; see ``kvpool.contracts``); each live pool keeps PoolState's.
+
+    inv: len(self.pools) == len(self.alive)
+    """
 
     pools: list[PoolState]
     alive: list[bool]
@@ -192,7 +212,14 @@ class World:
         """Apply ``op`` to the pool it names; return what it observably did.
 
         A refused call returns its error kind and leaves the world exactly as it was.
-        """
+
+        raises: TraceError
+        post: __return__.error is None or [p.snapshot() for p in self.pools] == [p.snapshot() for p in __old__.self.pools]
+        post: __return__.error is None or self.alive == __old__.self.alive
+        post: type(op) is not GetNewBlocks or __return__.error is not None or list(__return__.value) == list(__old__.self.pools[op.pool].free)[: op.n]
+        post: type(op) is not GetNumFreeBlocks or __return__.value == len(self.pools[op.pool].free)
+        post: type(op) is not ResetPrefixCache or __return__.value == (__old__.self.pools[op.pool].num_in_use() == 0)
+        """  # noqa: E501
         handler = _HANDLERS.get(type(op))
         if handler is None:
             raise TraceError(f"not an operation: {op!r}")

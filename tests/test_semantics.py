@@ -468,3 +468,9 @@ def test_take_events_is_empty_when_events_are_off(make) -> None:
     b.run([GetNewBlocks(1), CacheBlocks([1], ["a"]), EvictBlocks([1]), ResetPrefixCache()])
     assert b.do(TakeEvents()).value == ()
     assert b.state().log == []
+
+
+def test_free_blocks_a_non_block_wins_over_a_double_free_earlier_in_the_list(make) -> None:
+    """Validation order: every entry is a block? before any count is checked."""
+    b = make()
+    refused_unchanged(b, FreeBlocks([1, "x"]), E.INVALID_ARGUMENT)  # block 1 is free: ref 0

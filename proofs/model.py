@@ -1,0 +1,999 @@
+"""One z3 encoding of the spec's pool, read two ways.
+
+The transition relation is written once, over a small array interface
+(:class:`Dom`). :class:`Finite` reads it with a concrete pool size N: arrays
+are Python lists of z3 terms and quantifiers over blocks become finite
+conjunctions -- this is what bounded model checking unrolls and what the
+differential tests evaluate on concrete states. :class:`Unbounded` reads the
+same code with a symbolic N: arrays are z3 arrays built with lambdas, and the
+quantifiers are real quantifiers -- this is what the inductive proofs use.
+
+State (one pool; block 0 is the null block):
+
+* ``ref[b]``, ``key[b]`` (0 = no key, keys are 1..K), ``kst[b]`` (when b took
+  its key: the index's "oldest first" order), ``idx[k][b]`` (the cache index,
+  kept apart from ``key`` so that INV-CACHE says something);
+* the free queue ``q[0..L)``. ``q`` is a permutation of the non-null blocks
+  over positions ``0..N-2``: the queue is its prefix of length ``L`` and the
+  in-use blocks fill the rest in a ghost order; ``pos`` is its inverse. This
+  ghost is the strengthening that makes INV-FREE and INV-CONSERVE inductive;
+* ``pend[w][b]`` (watcher id w pending on b), ``wst[w][b]`` (registration
+  order), ``bst[b]`` (the order blocks first got a pending watcher),
+  ``reg[b]``/``fb[b]`` (ghost per-block registrations and firings) and the
+  spec's global ``registered``/``fired`` counters (finite reading only);
+* ``view[k]`` (a consumer's replay of the event log), ``nev`` (events not yet
+  taken: TakeEvents is compared on the number of events; their keys are
+  covered by ``view``).
+
+Mutants are names in ``bugs``: each re-creates one bug of the catalogue in the
+encoding (and :mod:`kvpool.proofs.mutants` re-creates it in the executable spec).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, TypeAlias
+
+import z3  # type: ignore[import-untyped]
+
+Term: TypeAlias = Any  # a z3 expression (ArithRef, BoolRef, ArrayRef) or a list of them
+IntT: TypeAlias = Any  # an integer-sorted z3 term (Int or, in BMC, a bit-vector)
+BoolT: TypeAlias = Any
+
+OPS: tuple[str, ...] = (
+    "GetNewBlocks",
+    "FreeBlocks",
+    "Touch",
+    "UnpinBlocks",
+    "CacheBlocks",
+    "GetCachedBlock",
+    "EvictBlocks",
+    "ResetPrefixCache",
+    "GetNumFreeBlocks",
+    "GetUsage",
+    "IsBlockWritable",
+    "TakeEvents",
+)
+OPK: dict[str, int] = {name: i for i, name in enumerate(OPS)}
+
+ERRORS: tuple[str, ...] = (
+    "",
+    "InsufficientFreeBlocks",
+    "InvalidArgument",
+    "RefCountUnderflow",
+    "ForeignBlock",
+    "NullBlockMisuse",
+    "CachingDisabled",
+    "AlreadyCached",
+    "BlockNotInUse",
+)
+ERR: dict[str, int] = {name: i for i, name in enumerate(ERRORS)}
+
+
+_WIDTH: list[int | None] = [None]
+
+
+class int_sort:
+    """Within ``with int_sort(w):`` the encoding's integers are w-bit bit-vectors (signed).
+
+    ``None`` (the default) means mathematical integers, which every proof uses: bit-vectors
+    were measured (N=6, k=3) and were slower than linear arithmetic for this encoding
+    (sums of counters bit-blast badly). The switch stays so that the comparison can be re-run.
+    """
+
+    def __init__(self, width: int | None) -> None:
+        self.width = width
+
+    def __enter__(self) -> None:
+        self.saved = _WIDTH[0]
+        _WIDTH[0] = self.width
+
+    def __exit__(self, *exc: object) -> None:
+        _WIDTH[0] = self.saved
+
+
+def iv(x: int) -> IntT:
+    w = _WIDTH[0]
+    return z3.BitVecVal(x, w) if w else z3.IntVal(x)
+
+
+def mkint(name: str) -> IntT:
+    w = _WIDTH[0]
+    return z3.BitVec(name, w) if w else z3.Int(name)
+
+
+def isort() -> z3.SortRef:
+    w = _WIDTH[0]
+    return z3.BitVecSort(w) if w else z3.IntSort()
+
+
+def to_int(v: Any) -> int:
+    """A model value of an encoded integer, as a Python int."""
+    if z3.is_bv_value(v):
+        return int(v.as_signed_long())
+    return int(v.as_long())
+
+
+# -- the two readings of "an array over blocks" --------------------------------------------
+
+
+class Dom:
+    """Arrays indexed by block ids or queue positions, and quantifiers over ranges of them."""
+
+    N: Any
+
+    def sel(self, a: Term, i: Any) -> Any:
+        raise NotImplementedError
+
+    def mk(self, f: Callable[[Any], Any], sort: z3.SortRef) -> Term:
+        raise NotImplementedError
+
+    def forall(self, lo: Any, hi: Any, f: Callable[[Any], BoolT]) -> BoolT:
+        raise NotImplementedError
+
+    def exists(self, lo: Any, hi: Any, f: Callable[[Any], BoolT]) -> BoolT:
+        raise NotImplementedError
+
+    def sum(self, lo: Any, hi: Any, f: Callable[[Any], IntT]) -> IntT | None:
+        raise NotImplementedError
+
+    def fresh(self, name: str, sort: z3.SortRef) -> Term:
+        raise NotImplementedError
+
+    def eq(self, a: Term, b: Term) -> BoolT:
+        raise NotImplementedError
+
+    def ite(self, c: BoolT, a: Term, b: Term) -> Term:
+        raise NotImplementedError
+
+    def store(self, a: Term, i: Any, v: Any, sort: z3.SortRef) -> Term:
+        return self.mk(lambda j: z3.If(j == i, v, self.sel(a, j)), sort)
+
+
+class Finite(Dom):
+    """A concrete N: arrays are lists of N terms, quantifiers are finite."""
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError("N must be >= 1")
+        self.n = n
+        self.N = iv(n)
+
+    def sel(self, a: Term, i: Any) -> Any:
+        if isinstance(i, int):
+            return a[i]
+        i = z3.simplify(i)
+        if z3.is_int_value(i) or z3.is_bv_value(i):
+            k = to_int(i)
+            return a[k] if 0 <= k < len(a) else a[-1]
+        out = a[-1]
+        for j in range(len(a) - 2, -1, -1):
+            out = z3.If(i == j, a[j], out)
+        return out
+
+    def mk(self, f: Callable[[Any], Any], sort: z3.SortRef) -> Term:
+        return [z3.simplify(f(iv(j))) for j in range(self.n)]
+
+    def _range(self, lo: Any, hi: Any, f: Callable[[Any], BoolT]) -> list[BoolT]:
+        out = []
+        for j in range(self.n):
+            g = z3.simplify(z3.And(iv(j) >= lo, iv(j) < hi))
+            if z3.is_false(g):
+                continue
+            out.append((g, f(iv(j))))
+        return out
+
+    def forall(self, lo: Any, hi: Any, f: Callable[[Any], BoolT]) -> BoolT:
+        return z3.And([z3.Implies(g, x) for g, x in self._range(lo, hi, f)] + [z3.BoolVal(True)])
+
+    def exists(self, lo: Any, hi: Any, f: Callable[[Any], BoolT]) -> BoolT:
+        return z3.Or([z3.And(g, x) for g, x in self._range(lo, hi, f)] + [z3.BoolVal(False)])
+
+    def sum(self, lo: Any, hi: Any, f: Callable[[Any], IntT]) -> IntT | None:
+        return z3.Sum([z3.If(g, x, iv(0)) for g, x in self._range(lo, hi, f)] + [iv(0)])
+
+    def fresh(self, name: str, sort: z3.SortRef) -> Term:
+        srt = isort() if isinstance(sort, str) else sort
+        return [z3.Const(f"{name}_{j}", srt) for j in range(self.n)]
+
+    def eq(self, a: Term, b: Term) -> BoolT:
+        return z3.And([x == y for x, y in zip(a, b, strict=True)])
+
+    def ite(self, c: BoolT, a: Term, b: Term) -> Term:
+        return [z3.If(c, x, y) for x, y in zip(a, b, strict=True)]
+
+
+class Unbounded(Dom):
+    """A symbolic N: arrays are z3 arrays (lambdas), quantifiers are quantifiers."""
+
+    def __init__(self, n: IntT | None = None) -> None:
+        self.N = n if n is not None else z3.Int("N")
+        self._k = 0
+
+    def _var(self) -> IntT:
+        self._k += 1
+        return mkint(f"i!{self._k}")
+
+    def sel(self, a: Term, i: Any) -> Any:
+        return z3.Select(a, i)
+
+    def mk(self, f: Callable[[Any], Any], sort: z3.SortRef) -> Term:
+        i = self._var()
+        return z3.Lambda([i], f(i))
+
+    def forall(self, lo: Any, hi: Any, f: Callable[[Any], BoolT]) -> BoolT:
+        i = self._var()
+        return z3.ForAll([i], z3.Implies(z3.And(i >= lo, i < hi), f(i)))
+
+    def exists(self, lo: Any, hi: Any, f: Callable[[Any], BoolT]) -> BoolT:
+        i = self._var()
+        return z3.Exists([i], z3.And(i >= lo, i < hi, f(i)))
+
+    def sum(self, lo: Any, hi: Any, f: Callable[[Any], IntT]) -> IntT | None:
+        return None  # no sums over a symbolic range: the per-block ghosts stand in
+
+    def fresh(self, name: str, sort: z3.SortRef) -> Term:
+        return z3.Array(name, z3.IntSort(), z3.IntSort() if isinstance(sort, str) else sort)
+
+    def eq(self, a: Term, b: Term) -> BoolT:
+        return a == b
+
+    def ite(self, c: BoolT, a: Term, b: Term) -> Term:
+        return z3.If(c, a, b)
+
+
+# -- state, operation, result -------------------------------------------------------------
+
+I: Any = "int"  # the encoding's integer sort, resolved by isort()  # noqa: RUF100, E741, RUF009, RUF005
+B = z3.BoolSort()
+
+
+@dataclass
+class State:
+    ref: Term
+    key: Term
+    kst: Term
+    idx: list[Term]  # per key 1..K
+    pend: list[Term]  # per watcher id 0..W-1
+    wst: list[Term]
+    bst: Term
+    reg: Term
+    fb: Term
+    q: Term
+    pos: Term
+    inq: Term
+    L: IntT
+    lo: IntT
+    hi: IntT
+    clock: IntT
+    view: list[BoolT]
+    nev: IntT
+    registered: IntT | None
+    fired: IntT | None
+
+
+ARRAY_FIELDS = {
+    "ref": I,
+    "key": I,
+    "kst": I,
+    "bst": I,
+    "reg": I,
+    "fb": I,
+    "q": I,
+    "pos": I,
+    "inq": B,
+}
+
+
+@dataclass
+class Args:
+    kind: IntT
+    n: IntT
+    m: IntT
+    e: list[IntT]
+    ef: BoolT
+    w: IntT
+    km: IntT
+    ks: list[IntT]
+    qk: IntT
+    ib: IntT
+
+
+@dataclass
+class Result:
+    err: IntT
+    value: IntT
+    usage: Any
+    ret: Term  # GetNewBlocks: the blocks handed out, by position
+    fire: list[Term]  # fire[w][b]: watcher w fired for block b
+    fire_key: Term  # per block: the order blocks' watchers fire in
+
+
+@dataclass
+class Config:
+    dom: Dom
+    K: int = 2  # keys 1..K
+    W: int = 2  # watcher ids 0..W-1
+    M: int = 2  # entries per block list
+    caching: BoolT = z3.BoolVal(True)  # noqa: RUF100, E741, RUF009, RUF005
+    events: BoolT = z3.BoolVal(True)  # noqa: RUF100, E741, RUF009, RUF005
+    bugs: frozenset[str] = frozenset()
+
+
+def fresh_state(cfg: Config, name: str, globals_: bool = True) -> State:
+    d = cfg.dom
+    return State(
+        ref=d.fresh(f"{name}.ref", I),
+        key=d.fresh(f"{name}.key", I),
+        kst=d.fresh(f"{name}.kst", I),
+        idx=[d.fresh(f"{name}.idx{k}", B) for k in range(1, cfg.K + 1)],
+        pend=[d.fresh(f"{name}.pend{w}", B) for w in range(cfg.W)],
+        wst=[d.fresh(f"{name}.wst{w}", I) for w in range(cfg.W)],
+        bst=d.fresh(f"{name}.bst", I),
+        reg=d.fresh(f"{name}.reg", I),
+        fb=d.fresh(f"{name}.fb", I),
+        q=d.fresh(f"{name}.q", I),
+        pos=d.fresh(f"{name}.pos", I),
+        inq=d.fresh(f"{name}.inq", B),
+        L=mkint(f"{name}.L"),
+        lo=mkint(f"{name}.lo"),
+        hi=mkint(f"{name}.hi"),
+        clock=mkint(f"{name}.clock"),
+        view=[z3.Bool(f"{name}.view{k}") for k in range(1, cfg.K + 1)],
+        nev=mkint(f"{name}.nev"),
+        registered=mkint(f"{name}.registered") if globals_ else None,
+        fired=mkint(f"{name}.fired") if globals_ else None,
+    )
+
+
+def fresh_args(cfg: Config, name: str) -> Args:
+    return Args(
+        kind=mkint(f"{name}.kind"),
+        n=mkint(f"{name}.n"),
+        m=mkint(f"{name}.m"),
+        e=[mkint(f"{name}.e{j}") for j in range(cfg.M)],
+        ef=z3.Bool(f"{name}.ef"),
+        w=mkint(f"{name}.w"),
+        km=mkint(f"{name}.km"),
+        ks=[mkint(f"{name}.k{j}") for j in range(cfg.M)],
+        qk=mkint(f"{name}.qk"),
+        ib=mkint(f"{name}.ib"),
+    )
+
+
+def args_domain(cfg: Config, a: Args) -> BoolT:
+    """The operations the encoding ranges over (entry N stands for an id that is not a block)."""
+    N = cfg.dom.N
+    c = [
+        a.kind >= 0,
+        a.kind < len(OPS),
+        a.n >= -1,
+        a.n <= N,
+        a.m >= 0,
+        a.m <= cfg.M,
+        a.km >= 0,
+        a.km <= cfg.M,
+        a.w >= 0,
+        a.w < cfg.W,
+        a.qk >= 1,
+        a.qk <= cfg.K,
+        a.ib >= 0,
+        a.ib <= N,
+    ]
+    for j in range(cfg.M):
+        c += [a.e[j] >= 0, a.e[j] <= N, a.ks[j] >= 1, a.ks[j] <= cfg.K]
+    return z3.And(c)
+
+
+def state_fields(s: State) -> list[tuple[str, Term]]:
+    return [(f.name, getattr(s, f.name)) for f in fields(s)]
+
+
+def merge(d: Dom, c: BoolT, a: State, b: State) -> State:
+    """``a`` where ``c`` holds, else ``b``."""
+    out: dict[str, Any] = {}
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if x is None:
+            out[f.name] = None
+        elif f.name in ("idx", "pend", "wst"):
+            out[f.name] = [d.ite(c, u, v) for u, v in zip(x, y, strict=True)]
+        elif f.name == "view":
+            out[f.name] = [z3.If(c, u, v) for u, v in zip(x, y, strict=True)]
+        elif f.name in ARRAY_FIELDS:
+            out[f.name] = d.ite(c, x, y)
+        else:
+            out[f.name] = z3.If(c, x, y)
+    return State(**out)
+
+
+def state_eq(d: Dom, a: State, b: State) -> BoolT:
+    c: list[BoolT] = []
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if x is None:
+            continue
+        if f.name in ("idx", "pend", "wst"):
+            c += [d.eq(u, v) for u, v in zip(x, y, strict=True)]
+        elif f.name == "view":
+            c += [u == v for u, v in zip(x, y, strict=True)]
+        elif f.name in ARRAY_FIELDS:
+            c.append(d.eq(x, y))
+        else:
+            c.append(x == y)
+    return z3.And(c)
+
+
+def initial(cfg: Config) -> State:
+    """The pool as built: every non-null block free, in id order."""
+    d = cfg.dom
+    N = d.N
+    zero = d.mk(lambda b: iv(0), I)
+    no = d.mk(lambda b: z3.BoolVal(False), B)
+    globals_ = isinstance(d, Finite)
+    return State(
+        ref=zero,
+        key=zero,
+        kst=zero,
+        idx=[no for _ in range(cfg.K)],
+        pend=[no for _ in range(cfg.W)],
+        wst=[zero for _ in range(cfg.W)],
+        bst=zero,
+        reg=zero,
+        fb=zero,
+        q=d.mk(lambda i: i + 1, I),
+        pos=d.mk(lambda b: b - 1, I),
+        inq=d.mk(lambda b: b >= 1, B),
+        L=N - 1,
+        lo=iv(0),
+        hi=N - 2,
+        clock=iv(0),
+        view=[z3.BoolVal(False) for _ in range(cfg.K)],
+        nev=iv(0),
+        registered=iv(0) if globals_ else None,
+        fired=iv(0) if globals_ else None,
+    )
+
+
+# -- the queue's elementary moves (on q, pos, L) ---------------------------------------------
+
+
+def _is_block(d: Dom, b: Any) -> BoolT:
+    return z3.And(b >= 1, b < d.N)
+
+
+# In the finite reading the queue is kept as the spec's ordered set is: a membership
+# flag ``inq[b]`` and an order key ``pos[b]`` (smaller is nearer the front; prepending
+# takes ``lo - 1``, appending ``hi + 1``). Every move is then local to the blocks it
+# moves, which bit-level and arithmetic solvers alike handle far better than shifting
+# a position array. The unbounded reading keeps the permutation ``q``/``pos``.
+
+
+def positions(d: Dom, s: State) -> Term:
+    """Per block: its position in the queue (meaningful for blocks in the queue)."""
+    if not isinstance(d, Finite):
+        return s.pos
+    out = []
+    for b in range(d.n):
+        out.append(
+            z3.Sum(
+                [
+                    z3.If(z3.And(s.inq[c], s.pos[c] < s.pos[b]), iv(1), iv(0))
+                    for c in range(d.n)
+                    if c != b
+                ]
+                + [iv(0)]
+            )
+        )
+    return out
+
+
+def in_queue(d: Dom, s: State, b: Any) -> BoolT:
+    if isinstance(d, Finite):
+        return d.sel(s.inq, b)
+    p = d.sel(s.pos, b)
+    return z3.And(p >= 0, p < s.L)
+
+
+def at(d: Dom, s: State, i: Any, ps: Term | None = None) -> Any:
+    """The block at queue position ``i`` (-1 if none, finite reading)."""
+    if not isinstance(d, Finite):
+        return d.sel(s.q, i)
+    ps = positions(d, s) if ps is None else ps
+    out: Any = iv(-1)
+    for b in range(d.n - 1, -1, -1):
+        out = z3.If(z3.And(s.inq[b], ps[b] == i), iv(b), out)
+    return out
+
+
+def q_take_front(d: Dom, s: State, n: IntT, lifo: bool) -> State:
+    """The first ``n`` of the queue leave it (rotated into the in-use part)."""
+    L = s.L
+    if isinstance(d, Finite):
+        ps = positions(d, s)
+        taken = [z3.And(s.inq[b], ps[b] >= L - n if lifo else ps[b] < n) for b in range(d.n)]
+        inq = [z3.And(s.inq[b], z3.Not(taken[b])) for b in range(d.n)]
+        return replace(s, inq=inq, L=L - n)
+    if lifo:  # bug: the last n leave; they already sit at the end of the prefix
+        return replace(s, L=L - n)
+    q = d.mk(
+        lambda i: z3.If(
+            i < L - n, d.sel(s.q, i + n), z3.If(i < L, d.sel(s.q, i - (L - n)), d.sel(s.q, i))
+        ),
+        I,
+    )
+
+    def npos(b: Any) -> Any:
+        p = d.sel(s.pos, b)
+        return z3.If(p < n, p + L - n, z3.If(p < L, p - n, p))
+
+    return replace(s, q=q, pos=d.mk(npos, I), L=L - n)
+
+
+def q_remove(d: Dom, s: State, x: Any) -> State:
+    """Block ``x`` (in the queue) leaves it; the blocks behind it move up."""
+    L = s.L
+    if isinstance(d, Finite):
+        return replace(s, inq=d.store(s.inq, x, z3.BoolVal(False), B), L=L - 1)
+    p = d.sel(s.pos, x)
+    q = d.mk(
+        lambda i: z3.If(
+            i == L - 1, x, z3.If(z3.And(p <= i, i < L - 1), d.sel(s.q, i + 1), d.sel(s.q, i))
+        ),
+        I,
+    )
+
+    def npos(b: Any) -> Any:
+        pb = d.sel(s.pos, b)
+        return z3.If(b == x, L - 1, z3.If(z3.And(p < pb, pb < L), pb - 1, pb))
+
+    return replace(s, q=q, pos=d.mk(npos, I), L=L - 1)
+
+
+def q_append(d: Dom, s: State, x: Any) -> State:
+    """Block ``x`` (in use) joins at the back."""
+    L = s.L
+    if isinstance(d, Finite):
+        return replace(
+            s,
+            inq=d.store(s.inq, x, z3.BoolVal(True), B),
+            pos=d.store(s.pos, x, s.hi + 1, I),
+            hi=s.hi + 1,
+            L=L + 1,
+        )
+    p = d.sel(s.pos, x)
+    y = d.sel(s.q, L)
+    q = d.mk(lambda i: z3.If(i == L, x, z3.If(i == p, y, d.sel(s.q, i))), I)
+    pos = d.mk(lambda b: z3.If(b == x, L, z3.If(b == y, p, d.sel(s.pos, b))), I)
+    return replace(s, q=q, pos=pos, L=L + 1)
+
+
+def q_prepend(d: Dom, s: State, x: Any) -> State:
+    """Block ``x`` (in use) joins at the front."""
+    L = s.L
+    if isinstance(d, Finite):
+        return replace(
+            s,
+            inq=d.store(s.inq, x, z3.BoolVal(True), B),
+            pos=d.store(s.pos, x, s.lo - 1, I),
+            lo=s.lo - 1,
+            L=L + 1,
+        )
+    p = d.sel(s.pos, x)
+    y = d.sel(s.q, L)
+    q = d.mk(
+        lambda i: z3.If(
+            i == 0, x, z3.If(i <= L, d.sel(s.q, i - 1), z3.If(i == p, y, d.sel(s.q, i)))
+        ),
+        I,
+    )
+
+    def npos(b: Any) -> Any:
+        pb = d.sel(s.pos, b)
+        return z3.If(b == x, 0, z3.If(pb < L, pb + 1, z3.If(b == y, p, pb)))
+
+    return replace(s, q=q, pos=d.mk(npos, I), L=L + 1)
+
+
+def guarded(d: Dom, c: BoolT, f: Callable[[State], State], s: State) -> State:
+    return merge(d, c, f(s), s)
+
+
+# -- keys and events ------------------------------------------------------------------------
+
+
+def _holder_left(cfg: Config, idx_k: Term) -> BoolT:
+    d = cfg.dom
+    return d.exists(1, d.N, lambda b: d.sel(idx_k, b))
+
+
+def drop_keys(cfg: Config, s: State, dropping: Callable[[Any], BoolT]) -> State:
+    """Every block where ``dropping`` holds forgets its key (all at once: get_new_blocks)."""
+    d = cfg.dom
+    key = d.mk(lambda b: z3.If(dropping(b), iv(0), d.sel(s.key, b)), I)
+    idx = []
+    view = []
+    nev = s.nev
+    for k in range(1, cfg.K + 1):
+        old = s.idx[k - 1]
+        new = d.mk(
+            lambda b, old=old, k=k: z3.And(  # type: ignore[misc]
+                d.sel(old, b), z3.Not(z3.And(dropping(b), d.sel(s.key, b) == k))
+            ),
+            B,
+        )
+        idx.append(new)
+        dropped = d.exists(1, d.N, lambda b, k=k: z3.And(dropping(b), d.sel(s.key, b) == k))  # type: ignore[misc]
+        if "removed-per-block" in cfg.bugs:
+            gone = dropped
+        else:
+            gone = z3.And(dropped, z3.Not(_holder_left(cfg, new)))
+        log = z3.And(cfg.events, gone)
+        view.append(z3.And(s.view[k - 1], z3.Not(log)))
+        nev = nev + z3.If(log, iv(1), iv(0))
+    return replace(s, key=key, idx=idx, view=view, nev=nev)
+
+
+def drop_key(cfg: Config, s: State, x: Any, evict: bool) -> State:
+    """Block ``x`` forgets its key; the key is announced removed if x was its last holder."""
+    d = cfg.dom
+    kx = d.sel(s.key, x)
+    key = d.store(s.key, x, iv(0), I)
+    idx = []
+    view = []
+    nev = s.nev
+    for k in range(1, cfg.K + 1):
+        old = s.idx[k - 1]
+        if evict and "evict-keeps-index" in cfg.bugs:
+            new = old
+        else:
+            new = d.mk(
+                lambda b, old=old, k=k: z3.And(  # type: ignore[misc]
+                    d.sel(old, b), z3.Not(z3.And(b == x, kx == k))
+                ),
+                B,
+            )
+        idx.append(new)
+        if "removed-per-block" in cfg.bugs:
+            gone = kx == k
+        else:
+            gone = z3.And(kx == k, z3.Not(_holder_left(cfg, new)))
+        log = z3.And(cfg.events, gone)
+        view.append(z3.And(s.view[k - 1], z3.Not(log)))
+        nev = nev + z3.If(log, iv(1), iv(0))
+    return replace(s, key=key, idx=idx, view=view, nev=nev)
+
+
+# -- the transition -------------------------------------------------------------------------
+
+
+def _first_error(checks: Sequence[tuple[BoolT, int]]) -> IntT:
+    """The error of the first failing check, 0 if none fails."""
+    out: IntT = iv(0)
+    for cond, code in reversed(checks):
+        out = z3.If(cond, iv(code), out)
+    return out
+
+
+def _entries_error(cfg: Config, a: Args, null_refused: bool, ids: list[IntT]) -> IntT:
+    N = cfg.dom.N
+    out: IntT = iv(0)
+    for j in reversed(range(cfg.M)):
+        e = ids[j]
+        here: IntT = z3.If(e >= N, iv(ERR["InvalidArgument"]), iv(0))
+        if null_refused:
+            here = z3.If(e >= N, here, z3.If(e == 0, iv(ERR["NullBlockMisuse"]), iv(0)))
+        out = z3.If(z3.And(j < a.m, here != 0), here, out)
+    return out
+
+
+def _underflow(cfg: Config, s: State, a: Args) -> BoolT:
+    """Some block is listed more often than its ref_cnt (null entries are skipped)."""
+    d = cfg.dom
+    bad = []
+    for j in range(cfg.M):
+        ej = a.e[j]
+        cnt = z3.Sum([z3.If(z3.And(i < a.m, a.e[i] == ej), iv(1), iv(0)) for i in range(cfg.M)])
+        bad.append(z3.And(j < a.m, ej != 0, d.sel(s.ref, ej) < cnt))
+    return z3.Or(bad)
+
+
+def _pending_any(cfg: Config, s: State, b: Any) -> BoolT:
+    return z3.Or([cfg.dom.sel(p, b) for p in s.pend])
+
+
+def _pending_count(cfg: Config, s: State, b: Any) -> IntT:
+    return z3.Sum([z3.If(cfg.dom.sel(p, b), iv(1), iv(0)) for p in s.pend])
+
+
+def op_get_new_blocks(cfg: Config, s: State, a: Args) -> tuple[State, IntT, Result]:
+    d = cfg.dom
+    n = a.n
+    err = z3.If(
+        n < 0, iv(ERR["InvalidArgument"]), z3.If(n > s.L, iv(ERR["InsufficientFreeBlocks"]), iv(0))
+    )
+    lifo = "lifo-handout" in cfg.bugs
+
+    ps = positions(d, s)
+
+    def taken(b: Any) -> BoolT:
+        p = d.sel(ps, b)
+        inside = z3.And(_is_block(d, b), in_queue(d, s, b))
+        if lifo:
+            return z3.And(inside, p >= s.L - n, p < s.L)
+        return z3.And(inside, p >= 0, p < n)
+
+    ret = d.mk(lambda i: z3.If(i < n, at(d, s, (s.L - 1 - i) if lifo else i, ps), iv(-1)), I)
+    t = q_take_front(d, s, n, lifo)
+    t = drop_keys(cfg, t, taken)
+    t = replace(t, ref=d.mk(lambda b: z3.If(taken(b), iv(1), d.sel(s.ref, b)), I))
+    fire = [d.mk(lambda b, p=p: z3.And(taken(b), d.sel(p, b)), B) for p in s.pend]  # type: ignore[misc]
+    kept = "watcher-kept" in cfg.bugs
+    pend = (
+        s.pend
+        if kept
+        else [d.mk(lambda b, p=p: z3.And(z3.Not(taken(b)), d.sel(p, b)), B) for p in s.pend]  # type: ignore[misc]
+    )
+    fb = d.mk(lambda b: d.sel(s.fb, b) + z3.If(taken(b), _pending_count(cfg, s, b), iv(0)), I)
+    fired = s.fired
+    if fired is not None:
+        total = d.sum(1, d.N, lambda b: z3.If(taken(b), _pending_count(cfg, s, b), iv(0)))
+        fired = fired + total
+    t = replace(t, pend=pend, fb=fb, fired=fired)
+    res = Result(err, n, None, ret, fire, ps)
+    return t, err, res
+
+
+def op_free_blocks(cfg: Config, s: State, a: Args) -> tuple[State, IntT]:
+    d = cfg.dom
+    ierr = _entries_error(cfg, a, False, a.e)
+    uf = z3.BoolVal(False) if "no-underflow-check" in cfg.bugs else _underflow(cfg, s, a)
+    err = z3.If(ierr != 0, ierr, z3.If(uf, iv(ERR["RefCountUnderflow"]), iv(0)))
+    t = s
+    front: list[tuple[BoolT, IntT]] = []
+    back: list[tuple[BoolT, IntT]] = []
+    ef = z3.BoolVal(False) if "evict-first-ignored" in cfg.bugs else a.ef
+    for j in range(cfg.M):
+        x = a.e[j]
+        live = z3.And(j < a.m, x != 0)
+        r = d.sel(t.ref, x) - 1
+        t = replace(t, ref=d.ite(live, d.store(t.ref, x, r, I), t.ref))
+        zero = z3.And(live, r == 0)
+        to_front = z3.Or(d.sel(t.key, x) == 0, z3.Not(cfg.caching), ef)
+        front.append((z3.And(zero, to_front), x))
+        back.append((z3.And(zero, z3.Not(to_front)), x))
+    order = front if "front-reversed" in cfg.bugs else list(reversed(front))
+    for c, x in order:
+        t = guarded(d, c, lambda u, x=x: q_prepend(d, u, x), t)  # type: ignore[misc]
+    for c, x in back:
+        t = guarded(d, c, lambda u, x=x: q_append(d, u, x), t)  # type: ignore[misc]
+    return t, err
+
+
+def op_touch(cfg: Config, s: State, a: Args) -> tuple[State, IntT]:
+    d = cfg.dom
+    err = _entries_error(cfg, a, False, a.e)
+    t = s
+    for j in range(cfg.M):
+        x = a.e[j]
+        live = z3.And(j < a.m, x != 0) if "touch-null" not in cfg.bugs else j < a.m
+        r = d.sel(t.ref, x)
+        if "touch-no-remove" not in cfg.bugs:
+            t = guarded(d, z3.And(live, r == 0, x != 0), lambda u, x=x: q_remove(d, u, x), t)  # type: ignore[misc]
+        t = replace(t, ref=d.ite(live, d.store(t.ref, x, r + 1, I), t.ref))
+    return t, err
+
+
+def op_unpin_blocks(cfg: Config, s: State, a: Args) -> tuple[State, IntT]:
+    d = cfg.dom
+    ierr = _entries_error(cfg, a, True, a.e)
+    err = z3.If(ierr != 0, ierr, z3.If(_underflow(cfg, s, a), iv(ERR["RefCountUnderflow"]), iv(0)))
+    t = s
+    released: list[tuple[BoolT, IntT]] = []
+    for j in range(cfg.M):
+        x = a.e[j]
+        live = j < a.m
+        r = d.sel(t.ref, x) - 1
+        t = replace(t, ref=d.ite(live, d.store(t.ref, x, r, I), t.ref))
+        already = z3.Or([z3.And(a.w == w, d.sel(t.pend[w], x)) for w in range(cfg.W)])
+        if "unpin-dup-watcher" in cfg.bugs:
+            already = z3.BoolVal(False)
+        new = z3.And(live, z3.Not(already))
+        first = z3.Not(_pending_any(cfg, t, x))
+        pend = [
+            d.ite(z3.And(new, a.w == w), d.store(t.pend[w], x, z3.BoolVal(True), B), t.pend[w])
+            for w in range(cfg.W)
+        ]
+        wst = [
+            d.ite(
+                z3.And(new, a.w == w, z3.Not(d.sel(t.pend[w], x))),
+                d.store(t.wst[w], x, t.clock, I),
+                t.wst[w],
+            )
+            for w in range(cfg.W)
+        ]
+        bst = d.ite(z3.And(live, first), d.store(t.bst, x, t.clock, I), t.bst)
+        reg = d.ite(new, d.store(t.reg, x, d.sel(t.reg, x) + 1, I), t.reg)
+        registered = None if t.registered is None else t.registered + z3.If(new, iv(1), iv(0))
+        t = replace(
+            t, pend=pend, wst=wst, bst=bst, reg=reg, registered=registered, clock=t.clock + 1
+        )
+        if "unpin-append-always" in cfg.bugs:
+            released.append((live, x))
+        else:
+            released.append((z3.And(live, r == 0), x))
+    for c, x in released:
+        t = guarded(d, c, lambda u, x=x: q_append(d, u, x), t)  # type: ignore[misc]
+    return t, err
+
+
+def op_cache_blocks(cfg: Config, s: State, a: Args) -> tuple[State, IntT]:
+    d = cfg.dom
+    checks: list[tuple[BoolT, int]] = [(a.m != a.km, ERR["InvalidArgument"])]
+    if "cache-when-off" not in cfg.bugs:
+        checks.append((z3.Not(cfg.caching), ERR["CachingDisabled"]))
+    eerr = _entries_error(cfg, a, True, a.e)
+    per: IntT = iv(0)
+    for j in reversed(range(cfg.M)):
+        x = a.e[j]
+        dup = z3.Or([a.e[i] == x for i in range(j)] + [z3.BoolVal(False)])
+        here = z3.If(
+            d.sel(s.ref, x) < 1,
+            iv(ERR["BlockNotInUse"]),
+            z3.If(
+                d.sel(s.key, x) != 0,
+                iv(ERR["AlreadyCached"]),
+                z3.If(dup, iv(ERR["InvalidArgument"]), iv(0)),
+            ),
+        )
+        per = z3.If(z3.And(j < a.m, here != 0), here, per)
+    err = _first_error(checks)
+    err = z3.If(err != 0, err, z3.If(eerr != 0, eerr, per))
+    t = s
+    for j in range(cfg.M):
+        x, k = a.e[j], a.ks[j]
+        live = j < a.m
+        key = d.store(t.key, x, k, I)
+        kst = d.store(t.kst, x, t.clock, I)
+        idx = t.idx
+        if "cache-skips-index" not in cfg.bugs:
+            idx = [
+                d.ite(k == kk, d.store(t.idx[kk - 1], x, z3.BoolVal(True), B), t.idx[kk - 1])
+                for kk in range(1, cfg.K + 1)
+            ]
+        t = merge(d, live, replace(t, key=key, kst=kst, idx=idx, clock=t.clock + 1), t)
+    logs = z3.And(cfg.events, a.m > 0)
+    view = list(t.view)
+    if "stored-event-missing" not in cfg.bugs:
+        for kk in range(1, cfg.K + 1):
+            hit = z3.Or([z3.And(j < a.m, a.ks[j] == kk) for j in range(cfg.M)])
+            view[kk - 1] = z3.Or(view[kk - 1], z3.And(logs, hit))
+        t = replace(t, view=view, nev=t.nev + z3.If(logs, iv(1), iv(0)))
+    return t, err
+
+
+def cached_block(cfg: Config, s: State, k: IntT) -> IntT:
+    """The oldest block holding ``k`` in the index, or -1."""
+    d = cfg.dom
+    if not isinstance(d, Finite):
+        return iv(-1)
+    newest = "cached-newest" in cfg.bugs
+    best: IntT = iv(-1)
+    for b in range(1, d.n):
+        held = z3.Or([z3.And(k == kk, s.idx[kk - 1][b]) for kk in range(1, cfg.K + 1)])
+        older = s.kst[b] > d.sel(s.kst, best) if newest else s.kst[b] < d.sel(s.kst, best)
+        best = z3.If(z3.And(held, z3.Or(best == -1, older)), iv(b), best)
+    return best
+
+
+def op_evict_blocks(cfg: Config, s: State, a: Args) -> tuple[State, IntT]:
+    err = _entries_error(cfg, a, True, a.e)
+    t = s
+    for j in range(cfg.M):
+        t = guarded(cfg.dom, j < a.m, lambda u, j=j: drop_key(cfg, u, a.e[j], True), t)  # type: ignore[misc]
+    return t, err
+
+
+def op_reset(cfg: Config, s: State) -> tuple[State, BoolT]:
+    d = cfg.dom
+    ok = z3.BoolVal(True) if "reset-ignores-use" in cfg.bugs else s.L == d.N - 1
+    no = d.mk(lambda b: z3.BoolVal(False), B)
+    fb = d.mk(lambda b: d.sel(s.fb, b) + _pending_count(cfg, s, b), I)
+    fired = s.fired
+    if fired is not None:
+        fired = fired + d.sum(0, d.N, lambda b: _pending_count(cfg, s, b))
+    t = replace(
+        s,
+        key=d.mk(lambda b: iv(0), I),
+        idx=[no for _ in range(cfg.K)],
+        pend=[no for _ in range(cfg.W)],
+        fb=fb,
+        fired=fired,
+        view=[z3.And(v, z3.Not(cfg.events)) for v in s.view],
+        nev=s.nev + z3.If(cfg.events, iv(1), iv(0)),
+    )
+    return merge(d, ok, t, s), ok
+
+
+def transition(cfg: Config, s: State, a: Args) -> tuple[State, Result]:
+    """The state after ``a``, and its result. A refused call leaves the state as it was."""
+    d = cfg.dom
+    K = a.kind
+    g, gerr, gres = op_get_new_blocks(cfg, s, a)
+    f, ferr = op_free_blocks(cfg, s, a)
+    t, terr = op_touch(cfg, s, a)
+    u, uerr = op_unpin_blocks(cfg, s, a)
+    c, cerr = op_cache_blocks(cfg, s, a)
+    e, eerr = op_evict_blocks(cfg, s, a)
+    r, rok = op_reset(cfg, s)
+    ibad = a.ib >= d.N
+    werr = z3.If(ibad, iv(ERR["InvalidArgument"]), iv(0))
+    take = replace(s, nev=iv(0))
+    err = z3.If(
+        OPK["GetNewBlocks"] == K,
+        gerr,
+        z3.If(
+            OPK["FreeBlocks"] == K,
+            ferr,
+            z3.If(
+                OPK["Touch"] == K,
+                terr,
+                z3.If(
+                    OPK["UnpinBlocks"] == K,
+                    uerr,
+                    z3.If(
+                        OPK["CacheBlocks"] == K,
+                        cerr,
+                        z3.If(
+                            OPK["EvictBlocks"] == K,
+                            eerr,
+                            z3.If(OPK["IsBlockWritable"] == K, werr, iv(0)),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+    nxt = s
+    for kind, cand in (
+        ("GetNewBlocks", g),
+        ("FreeBlocks", f),
+        ("Touch", t),
+        ("UnpinBlocks", u),
+        ("CacheBlocks", c),
+        ("EvictBlocks", e),
+        ("ResetPrefixCache", r),
+        ("TakeEvents", take),
+    ):
+        nxt = merge(d, z3.And(OPK[kind] == K, err == 0), cand, nxt)
+    writable = z3.And(a.ib != 0, d.sel(s.ref, a.ib) == 1, d.sel(s.key, a.ib) == 0)
+    numfree = s.L + 1 if "numfree-counts-null" in cfg.bugs else s.L
+    value = z3.If(
+        OPK["GetNewBlocks"] == K,
+        a.n,
+        z3.If(
+            OPK["GetCachedBlock"] == K,
+            cached_block(cfg, s, a.qk),
+            z3.If(
+                OPK["ResetPrefixCache"] == K,
+                z3.If(rok, iv(1), iv(0)),
+                z3.If(
+                    OPK["GetNumFreeBlocks"] == K,
+                    numfree,
+                    z3.If(
+                        OPK["IsBlockWritable"] == K,
+                        z3.If(writable, iv(1), iv(0)),
+                        z3.If(OPK["TakeEvents"] == K, s.nev, iv(0)),
+                    ),
+                ),
+            ),
+        ),
+    )
+    usage = None  # get_usage == 1 - L/(N-1): the decoder computes it from L
+    gnb = z3.And(OPK["GetNewBlocks"] == K, err == 0)
+    rs = z3.And(OPK["ResetPrefixCache"] == K, rok)
+    no = d.mk(lambda b: z3.BoolVal(False), B)
+    fire = [d.ite(gnb, gf, d.ite(rs, s.pend[w], no)) for w, gf in enumerate(gres.fire)]
+    fire_key = d.ite(gnb, gres.fire_key, s.bst)
+    return nxt, Result(err, value, usage, gres.ret, fire, fire_key)

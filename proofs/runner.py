@@ -1,0 +1,431 @@
+"""Run every obligation of a profile; results as :class:`ObligationResult` rows."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import z3  # type: ignore[import-untyped]
+
+from kvpool.spec import INVARIANTS, World, check_pool
+
+from . import bmc, differential, induction, refinement
+from .model import OPS
+from .mutants import MUTANTS, BuggyWorld
+from .props import STEP_NAMES, STRONG_PARTS
+from .trace import decode_state, read_args, to_op
+
+PROFILES: dict[str, dict[str, Any]] = {
+    # what `make test` runs (well under a minute)
+    "fast": {
+        "bmc": (4, 4, 1),
+        # generous: a timeout is reported as unknown, a failure, on a loaded machine
+        "ind_timeout": 60000,
+        "diff": 60,
+        "mut_bmc": (4, 4, 2),
+        "all_mutants": False,
+    },
+    # `make proofs` / `make verify`
+    "default": {
+        "bmc": (6, 8, 1),
+        "ind_timeout": 60000,
+        "diff": 300,
+        "mut_bmc": (5, 5, 2),
+        "all_mutants": True,
+    },
+    "deep": {
+        "bmc": (8, 8, 1),
+        "ind_timeout": 120000,
+        "diff": 1000,
+        "mut_bmc": (6, 6, 2),
+        "all_mutants": True,
+    },
+}
+
+
+@dataclass
+class ObligationResult:
+    obligation: str
+    kind: str  # "BMC", "inductive", "refinement", "differential", "mutant"
+    technique: str  # "z3 BMC", "z3 induction", "refinement", ...
+    invariants: tuple[str, ...]
+    bounds: str
+    # "proved", "refuted", "unknown", "expected-refuted", "NOT-refuted", "agree", "disagree"
+    status: str
+    seconds: float
+    trace: list[str] = field(default_factory=list)
+    replay: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("proved", "expected-refuted", "agree")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+def _inv_of(name: str) -> tuple[str, ...]:
+    if name in INVARIANTS:
+        return (name,)
+    if name in STRONG_PARTS:
+        return STRONG_PARTS[name]
+    return (name,)
+
+
+# -- bounded model checking ------------------------------------------------------------------
+
+
+def run_bmc(n: int, k: int, M: int, timeout_ms: int = 600000) -> list[ObligationResult]:
+    """Each obligation at every step 1..k, proved step by step (earlier steps are lemmas)."""
+    u = bmc.unroll(n, k, M=M)
+    s = z3.Solver()
+    s.add(u.solver.assertions())
+    names = list(u.obligations)
+    times = dict.fromkeys(names, 0.0)
+    status = dict.fromkeys(names, "proved")
+    for step in range(k):
+        for o in names:
+            if status[o] != "proved":
+                continue
+            s.push()
+            s.set("timeout", timeout_ms)
+            s.add(z3.Not(u.obligations[o][step]))
+            t0 = time.perf_counter()
+            r = s.check()
+            times[o] += time.perf_counter() - t0
+            s.pop()
+            if r != z3.unsat:
+                status[o] = "unknown" if r == z3.unknown else "refuted"
+        for o in names:
+            s.add(u.obligations[o][step])
+    bounds = f"N={n} k={k} lists<={M} keys=2 watchers=2 caching,events symbolic"
+    return [
+        ObligationResult(o, "BMC", "z3 BMC", _inv_of(o), bounds, status[o], times[o]) for o in names
+    ]
+
+
+def _replay_bmc(bug: str, obligation: str, c: bmc.Check, n: int) -> str:
+    """Replay the decoded trace on the spec with the same bug; say what it shows."""
+    assert c.trace is not None
+    w = BuggyWorld.make(bug, n, bool(c.caching), bool(c.events))
+    for i, op in enumerate(c.trace):
+        before = w.pools[0].copy()
+        out = w.apply(op)
+        if obligation in INVARIANTS:
+            bad = [v for v in check_pool(w.pools[0]) if v.invariant == obligation]
+            if bad:
+                return f"confirmed at step {i + 1}: {bad[0]}"
+        else:
+            good = World([before], [True])
+            ref = good.apply(op)
+            if (ref.value, ref.error, ref.fired) != (out.value, out.error, out.fired) or (
+                good.pools[0].snapshot() != w.pools[0].snapshot()
+            ):
+                return (
+                    f"confirmed at step {i + 1}: {op!r} gives {out.value!r}/{out.fired!r},"
+                    " the semantics"
+                    f" {ref.value!r}/{ref.fired!r}; after it, buggy {w.pools[0].describe()}"
+                    f" vs {good.pools[0].describe()}"
+                )
+    return "NOT confirmed by replay"
+
+
+def run_bmc_mutants(
+    n: int, k: int, M: int, which: tuple[str, ...] | None
+) -> list[ObligationResult]:
+    out = []
+    for m in MUTANTS:
+        if which is not None and m.name not in which:
+            continue
+        u = bmc.unroll(n, k, M=M, bugs=frozenset([m.name]))
+        for ob in m.bmc:
+            c = bmc.check(u, ob, 120000)
+            row = ObligationResult(
+                f"{ob} [{m.name}]",
+                "mutant",
+                "z3 BMC",
+                _inv_of(ob),
+                f"N={n} k={k} lists<={M}",
+                "",
+                c.seconds,
+            )
+            if c.status == "refuted":
+                row.trace = [repr(op) for op in c.trace or []]
+                row.replay = _replay_bmc(m.name, ob, c, n)
+                row.status = (
+                    "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
+                )
+            else:
+                row.status = "NOT-refuted" if c.status == "proved" else "unknown"
+            out.append(row)
+    return out
+
+
+# -- induction -------------------------------------------------------------------------------
+
+
+def run_induction(timeout_ms: int) -> list[ObligationResult]:
+    rows = []
+    for g in induction.init_goals(timeout_ms):
+        rows.append(
+            ObligationResult(
+                f"init => {g.name}",
+                "inductive",
+                "z3 induction",
+                _inv_of(g.name),
+                "every N>=1",
+                g.status,
+                g.seconds,
+            )
+        )
+    for g in induction.lemma_goals(timeout_ms):
+        rows.append(
+            ObligationResult(
+                f"S => {g.name}",
+                "inductive",
+                "z3 induction",
+                (g.name,),
+                "every N>=1",
+                g.status,
+                g.seconds,
+            )
+        )
+    goals = induction.step_goals(timeout_ms=timeout_ms)
+    by_part: dict[str, list[induction.Goal]] = {}
+    for g in goals:
+        by_part.setdefault(g.name, []).append(g)
+    for part, gs in by_part.items():
+        bad = [g for g in gs if g.status != "proved"]
+        status = (
+            "proved"
+            if not bad
+            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
+        )
+        note = (
+            "" if not bad else "not proved for: " + ", ".join(f"{g.op} ({g.status})" for g in bad)
+        )
+        rows.append(
+            ObligationResult(
+                f"S and T => {part}",
+                "inductive",
+                "z3 induction",
+                _inv_of(part),
+                f"every N>=1, every n, lists<=2, all {len(gs)} ops",
+                status,
+                sum(g.seconds for g in gs),
+                replay=note,
+            )
+        )
+    return rows
+
+
+# the operation each mutant changes: its induction counterexample is looked for there first
+MUTANT_OPS: dict[str, tuple[str, ...]] = {
+    "no-underflow-check": ("FreeBlocks",),
+    "touch-no-remove": ("Touch",),
+    "unpin-append-always": ("UnpinBlocks",),
+    "touch-null": ("Touch",),
+    "watcher-kept": ("GetNewBlocks",),
+    "unpin-dup-watcher": ("UnpinBlocks",),
+    "evict-keeps-index": ("EvictBlocks",),
+    "cache-when-off": ("CacheBlocks",),
+    "removed-per-block": ("EvictBlocks", "GetNewBlocks"),
+    "stored-event-missing": ("CacheBlocks",),
+}
+
+
+def run_induction_mutants(
+    timeout_ms: int, which: tuple[str, ...] | None = None, extras: bool = True
+) -> list[ObligationResult]:
+    rows = []
+    for m in MUTANTS:
+        if which is not None and m.name not in which:
+            continue
+        for part in m.induction:
+            if part not in STRONG_PARTS:
+                continue
+            gs = induction.step_goals(
+                parts=(part,),
+                ops=MUTANT_OPS.get(m.name, OPS),
+                bugs=frozenset([m.name]),
+                timeout_ms=timeout_ms,
+                refute=True,
+            )
+            hit = [g for g in gs if g.status == "refuted"]
+            row = ObligationResult(
+                f"S and T => {part} [{m.name}]",
+                "mutant",
+                "z3 induction",
+                _inv_of(part),
+                "every N>=1",
+                "",
+                sum(g.seconds for g in gs),
+            )
+            if not hit:
+                row.status = "NOT-refuted" if all(g.status == "proved" for g in gs) else "unknown"
+            else:
+                g = hit[0]
+                cfg, s, a = g.ctx
+                mdl = g.model
+                assert mdl is not None
+                N = int(mdl.eval(cfg.dom.N, model_completion=True).as_long())
+                caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+                events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+                ps = decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+                op = to_op(read_args(mdl, a), N)
+                row.trace = [f"state: N={N} {ps.describe()}", repr(op)]
+                pre_bad = check_pool(ps)
+                w = BuggyWorld.from_state(m.name, ps)
+                w.apply(op)
+                post_bad = [v for v in check_pool(w.pools[0]) if v.invariant in STRONG_PARTS[part]]
+                if pre_bad:
+                    row.replay = f"decoded state already violates: {pre_bad[0]}"
+                    row.status = "NOT-confirmed"
+                elif post_bad:
+                    row.replay = f"confirmed: {post_bad[0]}"
+                    row.status = "expected-refuted"
+                else:
+                    row.replay = "NOT confirmed by replay"
+                    row.status = "NOT-confirmed"
+            rows.append(row)
+    if not extras:
+        return rows
+    # the initial state and the lemmas have mutants of their own
+    gs = induction.init_goals(timeout_ms, bugs=frozenset(["init-null-free"]))
+    refuted = [g for g in gs if g.status == "refuted"]
+    from collections import OrderedDict
+
+    from kvpool.spec import PoolState
+
+    ps = PoolState.initial(3)
+    ps.free = OrderedDict.fromkeys(range(0, 3))
+    bad = check_pool(ps)
+    rows.append(
+        ObligationResult(
+            "init => S [init-null-free]",
+            "mutant",
+            "z3 induction",
+            ("INV-NULL", "INV-FREE"),
+            "every N>=1",
+            "expected-refuted" if refuted and bad else "NOT-refuted",
+            sum(g.seconds for g in gs),
+            trace=["initial queue 0, 1, .., N-1"],
+            replay=f"confirmed: {bad[0]}" if bad else "",
+        )
+    )
+    ls = induction.lemma_goals(timeout_ms, weaken=True)
+    row = ObligationResult(
+        "S => INV-FREE [perm-without-inverse]",
+        "mutant",
+        "z3 induction",
+        ("INV-FREE",),
+        "every N>=1",
+        "NOT-refuted",
+        sum(g.seconds for g in ls),
+    )
+    if ls and ls[0].status == "refuted":
+        cfg, s, _ = ls[0].ctx
+        mdl = ls[0].model
+        assert mdl is not None
+        N = int(mdl.eval(cfg.dom.N, model_completion=True).as_long())
+        ps = decode_state(mdl, s, N, cfg.K, cfg.W, True, False, z3.Select, ranked=False)
+        L = int(mdl.eval(s.L, model_completion=True).as_long())
+        queue = [
+            int(mdl.eval(z3.Select(s.q, i), model_completion=True).as_long()) for i in range(L)
+        ]
+        v = [x for x in check_pool(ps) if x.invariant == "INV-FREE"]
+        if len(set(queue)) < len(queue):
+            v = [f"INV-FREE: the queue {queue} holds a block twice"]  # type: ignore[list-item]
+        row.trace = [f"state: N={N} {ps.describe()}"]
+        row.status = "expected-refuted" if v else "NOT-confirmed"
+        row.replay = f"confirmed: {v[0]}" if v else "NOT confirmed"
+    rows.append(row)
+    return rows
+
+
+# -- refinement ------------------------------------------------------------------------------
+
+
+def run_refinement(timeout_ms: int) -> list[ObligationResult]:
+    rows = []
+    for r in refinement.single_ops(timeout_ms=timeout_ms) + refinement.n_block_ops(
+        timeout_ms=timeout_ms
+    ):
+        tech = "every list" if r.step == "whole" else f"loop invariant: {r.step}"
+        rows.append(
+            ObligationResult(
+                f"{r.op} refines seq ({r.step})",
+                "refinement",
+                "refinement",
+                ("INV-LIST",),
+                tech,
+                r.status,
+                r.seconds,
+            )
+        )
+    return rows
+
+
+def run_refinement_mutants(timeout_ms: int) -> list[ObligationResult]:
+    rows = []
+    for bug, (op, idea) in refinement.REF_MUTANTS.items():
+        st, dt, why = refinement.concrete_refute(bug, timeout_ms)
+        status = (
+            "expected-refuted"
+            if st == "refuted"
+            else ("NOT-refuted" if st == "proved" else "unknown")
+        )
+        rows.append(
+            ObligationResult(
+                f"{op} refines seq [{bug}]",
+                "mutant",
+                "refinement",
+                ("INV-LIST",),
+                idea,
+                status,
+                dt,
+                trace=[why] if why else [],
+            )
+        )
+    return rows
+
+
+# -- everything ------------------------------------------------------------------------------
+
+
+def run(profile: str = "default") -> list[ObligationResult]:
+    """Every obligation of ``profile`` ("fast", "default" or "deep")."""
+    p = PROFILES[profile]
+    rows: list[ObligationResult] = []
+    n, k, M = p["bmc"]
+    rows += run_bmc(n, k, M)
+    rows += run_induction(p["ind_timeout"])
+    rows += run_refinement(p["ind_timeout"] // 2)
+    t0 = time.perf_counter()
+    done, mism = differential.run(p["diff"], seed=7)
+    rows.append(
+        ObligationResult(
+            "z3 transition == spec.World.apply",
+            "differential",
+            "differential",
+            tuple(INVARIANTS),
+            f"{done} random states x ops, N in 1,2,4,6",
+            "agree" if not mism else "disagree",
+            time.perf_counter() - t0,
+            trace=[str(x) for x in mism[:3]],
+        )
+    )
+    mn, mk, mM = p["mut_bmc"]
+    which = (
+        None
+        if p["all_mutants"]
+        else ("no-underflow-check", "touch-null", "lifo-handout", "watcher-kept")
+    )
+    rows += run_bmc_mutants(mn, mk, mM, which)
+    rows += run_induction_mutants(p["ind_timeout"] // 2)
+    rows += run_refinement_mutants(p["ind_timeout"] // 4)
+    _ = OPS, STEP_NAMES
+    return rows

@@ -1,0 +1,94 @@
+"""The fast subset of kvpool.proofs (the full run is `make proofs`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvpool.proofs import __main__ as cli
+from kvpool.proofs import differential, induction, refinement, runner
+from kvpool.proofs.runner import ObligationResult
+
+
+def test_bmc_small_bounds_prove_every_obligation() -> None:
+    rows = runner.run_bmc(3, 3, 1)
+    names = {r.obligation for r in rows}
+    assert {"INV-REF", "INV-FREE", "INV-NULL", "INV-WATCH", "INV-CACHE", "INV-EVENTS"} <= names
+    assert {"INV-CONSERVE", "ORD-HANDOUT", "ORD-RELEASE", "WATCH-FIRE", "RES-CACHED"} <= names
+    assert [r.obligation for r in rows if r.status != "proved"] == []
+    assert all(r.technique == "z3 BMC" for r in rows)
+
+
+@pytest.mark.parametrize(
+    "mutant", ["no-underflow-check", "touch-null", "watcher-kept", "lifo-handout", "front-reversed"]
+)
+def test_bmc_mutant_is_refuted_and_its_trace_replays(mutant: str) -> None:
+    rows = runner.run_bmc_mutants(4, 4, 2, (mutant,))
+    assert rows
+    for r in rows:
+        assert r.status == "expected-refuted", (r.obligation, r.status, r.replay)
+        assert r.trace and r.replay.startswith("confirmed")
+
+
+def test_induction_init_and_lemmas_and_some_steps_are_proved() -> None:
+    goals = induction.init_goals(60000) + induction.lemma_goals(60000)
+    goals += induction.step_goals(parts=("INV-REF", "INV-NULL", "INV-CACHE"), timeout_ms=20000)
+    assert [(g.name, g.op, g.status) for g in goals if g.status != "proved"] == []
+
+
+def test_induction_mutants_are_refuted_with_a_replayed_state() -> None:
+    rows = runner.run_induction_mutants(
+        20000, which=("touch-null", "evict-keeps-index"), extras=True
+    )
+    assert len(rows) == 4
+    assert all(r.status == "expected-refuted" for r in rows), [
+        (r.obligation, r.replay) for r in rows
+    ]
+
+
+def test_refinement_of_every_queue_operation_is_proved() -> None:
+    rows = runner.run_refinement(20000)
+    ops = {r.obligation.split()[0] for r in rows}
+    assert ops == {"popleft", "remove", "append", "append_n", "prepend_n", "popleft_n"}
+    assert [r.obligation for r in rows if r.status != "proved"] == []
+
+
+def test_refinement_mutants_are_refuted() -> None:
+    rows = runner.run_refinement_mutants(20000)
+    assert len(rows) == len(refinement.REF_MUTANTS)
+    assert all(r.status == "expected-refuted" for r in rows), [
+        (r.obligation, r.status) for r in rows
+    ]
+
+
+def test_encoding_agrees_with_the_executable_spec() -> None:
+    done, mism = differential.run(60, seed=3, sizes=(1, 3, 5))
+    assert done == 60
+    assert mism == [], "\n".join(map(str, mism[:3]))
+
+
+def test_differential_catches_a_wrong_encoding() -> None:
+    _, mism = differential.run(40, seed=3, sizes=(4,), bugs=frozenset(["lifo-handout"]))
+    assert mism
+
+
+def test_unknown_is_never_ok_and_fails_the_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    good = ObligationResult("A", "BMC", "z3 BMC", ("INV-REF",), "N=1", "proved", 0.0)
+    unknown = ObligationResult(
+        "B", "inductive", "z3 induction", ("INV-FREE",), "every N", "unknown", 1.0
+    )
+    unrefuted = ObligationResult(
+        "C [m]", "mutant", "z3 BMC", ("INV-FREE",), "N=1", "NOT-refuted", 1.0
+    )
+    assert good.ok and not unknown.ok and not unrefuted.ok
+    out = tmp_path / "r.json"
+    monkeypatch.setattr(cli, "run", lambda profile: [good])
+    assert cli.main(["--json", str(out)]) == 0
+    assert json.loads(out.read_text())["results"][0]["status"] == "proved"
+    for bad in (unknown, unrefuted):
+        monkeypatch.setattr(cli, "run", lambda profile, bad=bad: [good, bad])
+        assert cli.main([]) == 1

@@ -1,0 +1,653 @@
+"""kvpool.mutants -- the bug catalogue: small, realistic, deliberate bugs in kvpool.impl.
+
+Each :class:`Mutant` is one bug a person could plausibly write, with a name, a
+one-line story, the invariants or rules that should catch it, and a way to build
+the buggy pool. The real source is never edited: :meth:`Mutant.pool_class` reads
+the source of ``kvpool.impl.pool`` (and ``kvpool.impl.free_queue``), applies the
+mutant's text patches -- each must match exactly once, else
+:class:`MutantDoesNotApply` is raised, so a catalogue that drifted from the code
+fails loudly instead of testing the real pool -- and executes the patched copy as
+a fresh module. The resulting class has the real constructor signature, so it is
+itself a factory for :class:`kvpool.oracle.driver.Driver`::
+
+    pool_cls = CATALOGUE["lifo-fifo-swapped"].pool_class()
+    Driver(pool_cls, [(8, True, False)])
+
+The catalogue is shared: the lockstep tests prove that every mutant is killed
+(``kvpool.oracle.machine.kill``), and the proofs, contracts, oracle and docs reuse
+the same names and stories.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import kvpool.impl.free_queue as _real_queue
+import kvpool.impl.pool as _real_pool
+from kvpool.impl.pool import BlockPool
+
+Patch = tuple[str, str]
+"""(exact text of the real source, its replacement)."""
+
+
+class MutantDoesNotApply(Exception):
+    """A patch's text is not found exactly once in the current source of kvpool.impl."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One seeded bug."""
+
+    name: str
+    story: str
+    """One line: what the programmer did wrong."""
+    breaks: tuple[str, ...]
+    """Invariants (INV-*) or lockstep rules that should catch it, the most direct first."""
+    pool_patches: tuple[Patch, ...] = ()
+    queue_patches: tuple[Patch, ...] = ()
+    hints: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    """LockstepConfig fields that focus a search on this bug (e.g. events=True)."""
+
+    def pool_class(self) -> type[BlockPool]:
+        """The buggy ``BlockPool`` class (built once per mutant, then cached)."""
+        return _build(self)
+
+    def factory(self) -> type[BlockPool]:
+        """A pool factory for the Driver: ``factory(num_blocks, caching, events)``."""
+        return self.pool_class()
+
+
+def _patched(module: types.ModuleType, patches: tuple[Patch, ...], tag: str) -> dict[str, Any]:
+    source = inspect.getsource(module)
+    for old, new in patches:
+        count = source.count(old)
+        if count != 1:
+            raise MutantDoesNotApply(
+                f"mutant {tag}: patch text found {count} times in {module.__name__}: {old!r}"
+            )
+        source = source.replace(old, new)
+    name = f"{module.__name__}__mutant_{tag.replace('-', '_')}"
+    namespace: dict[str, Any] = {
+        "__name__": name,
+        "__package__": module.__package__,
+        "__file__": module.__file__,
+    }
+    exec(compile(source, f"<{module.__name__} with mutant {tag}>", "exec"), namespace)
+    return namespace
+
+
+@cache
+def _build(mutant: Mutant) -> type[BlockPool]:  # cached by name, patches (hints excluded)
+    pool_ns = _patched(_real_pool, mutant.pool_patches, mutant.name)
+    if mutant.queue_patches:
+        queue_ns = _patched(_real_queue, mutant.queue_patches, mutant.name)
+        pool_ns["FreeKVCacheBlockQueue"] = queue_ns["FreeKVCacheBlockQueue"]
+    cls: type[BlockPool] = pool_ns["BlockPool"]
+    cls.__qualname__ = cls.__name__ = f"BlockPool[{mutant.name}]"
+    return cls
+
+
+def _m(
+    name: str,
+    story: str,
+    breaks: tuple[str, ...],
+    pool: tuple[Patch, ...] = (),
+    queue: tuple[Patch, ...] = (),
+    **hints: Any,
+) -> Mutant:
+    return Mutant(name, story, breaks, pool, queue, hints)
+
+
+_FIRE_ON_HANDOUT = (
+    "        if self._watchers:\n            self._fire(self._detach_watchers(ret))\n"
+)
+
+MUTANTS: tuple[Mutant, ...] = (
+    # -- eviction order ---------------------------------------------------------------
+    _m(
+        "lifo-fifo-swapped",
+        "free_blocks sends keyless blocks to the back and cached ones to the front",
+        ("result differs: ids", "state differs"),
+        pool=(
+            (
+                "                            front.append(block)\n"
+                "                        else:\n"
+                "                            back.append(block)\n",
+                "                            back.append(block)\n"
+                "                        else:\n"
+                "                            front.append(block)\n",
+            ),
+        ),
+    ),
+    _m(
+        "evict-first-ignored",
+        "free_blocks forgets evict_first: cached blocks freed with it still go to the back",
+        ("state differs", "result differs: ids"),
+        pool=(
+            (
+                "all_front = evict_first or not self.enable_caching",
+                "all_front = not self.enable_caching",
+            ),
+        ),
+        caching=True,
+    ),
+    _m(
+        "unpin-to-front",
+        "unpin_blocks puts released blocks at the head, so still-readable blocks are reused first",
+        ("state differs", "result differs: ids"),
+        pool=(
+            (
+                "self.free_block_queue._append_n(released)",
+                "self.free_block_queue._prepend_n(released)",
+            ),
+        ),
+    ),
+    _m(
+        "prepend-reversed",
+        "_prepend_n links the group in reverse, so FRONT[-1] becomes the head",
+        ("state differs", "result differs: ids"),
+        queue=(
+            (
+                "        for b in blocks:\n            # Chain the group after the head, in order",
+                "        for b in reversed(blocks):\n"
+                "            # Chain the group after the head, in order",
+            ),
+        ),
+    ),
+    # -- the linked list ----------------------------------------------------------------
+    _m(
+        "popleft-keeps-links",
+        "_popleft_n hands blocks out without clearing their prev/next links",
+        ("INV-LIST",),
+        queue=(
+            (
+                "            last.prev_free_block = None  # type: ignore[union-attr]\n"
+                "            last.next_free_block = None  # type: ignore[union-attr]\n",
+                "",
+            ),
+        ),
+    ),
+    _m(
+        "remove-keeps-links",
+        "_remove unlinks a block from its neighbours but leaves its own links set",
+        ("INV-LIST",),
+        queue=(
+            (
+                "        block.prev_free_block = None\n"
+                "        block.next_free_block = None\n"
+                "        self.num_free_blocks -= 1",
+                "        self.num_free_blocks -= 1",
+            ),
+        ),
+    ),
+    _m(
+        "popleft-stale-prev",
+        "_popleft_n moves the head on, but the new front keeps its prev link to a handed-out block",
+        ("INV-LIST",),
+        queue=(("        node.prev_free_block = head  # type: ignore[union-attr]\n", ""),),
+    ),
+    _m(
+        "remove-half-stitched",
+        "_remove fixes the previous block's next link but not the next block's prev link",
+        ("INV-LIST",),
+        queue=(("        nxt.prev_free_block = prev  # type: ignore[union-attr]\n", ""),),
+    ),
+    _m(
+        "prepend-counter-stale",
+        "_prepend_n links the blocks in but does not add them to num_free_blocks",
+        ("INV-LIST", "INV-FREE", "result differs: value"),
+        queue=(
+            (
+                "        old_first.prev_free_block = prev  # type: ignore[union-attr]\n"
+                "        self.num_free_blocks += len(blocks)\n",
+                "        old_first.prev_free_block = prev  # type: ignore[union-attr]\n",
+            ),
+        ),
+    ),
+    _m(
+        "append-counter-stale",
+        "_append_n links the blocks in but does not add them to num_free_blocks",
+        ("INV-LIST", "INV-FREE", "result differs: value"),
+        queue=(
+            (
+                "        tail.prev_free_block = last\n        self.num_free_blocks += len(blocks)\n",  # noqa: E501
+                "        tail.prev_free_block = last\n",
+            ),
+        ),
+    ),
+    _m(
+        "popleft-n-overrun",
+        "_popleft_n's loop runs one step too far and unlinks (and returns) one block too many",
+        ("result differs: ids", "target crashed"),
+        queue=(("        for _ in range(n):\n", "        for _ in range(n + 1):\n"),),
+    ),
+    _m(
+        "insufficient-off-by-one",
+        "get_new_blocks refuses to hand out the last free block (>= instead of >)",
+        ("error kind differs",),
+        pool=(
+            (
+                "if num_blocks > queue.num_free_blocks:",
+                "if num_blocks >= queue.num_free_blocks and num_blocks:",
+            ),
+        ),
+    ),
+    # -- reference counts ---------------------------------------------------------------
+    _m(
+        "multiplicity-as-set",
+        "the releasability check counts distinct blocks, so a duplicate entry is over-freed",
+        ("error kind differs", "INV-REF"),
+        pool=(
+            (
+                "for block, m in Counter(blocks).items():",
+                "for block, m in dict.fromkeys(blocks, 1).items():",
+            ),
+        ),
+    ),
+    _m(
+        "double-free-clamped",
+        "free_blocks clamps a ref_cnt that would go negative at 0 and re-queues the block",
+        ("error kind differs", "INV-LIST"),
+        pool=(
+            (
+                "                    elif ref_cnt == 0:\n",
+                "                    elif ref_cnt == 0 or (ref_cnt < 0 and not block.is_null):\n",
+            ),
+        ),
+    ),
+    _m(
+        "touch-keeps-free",
+        "touch raises ref_cnt but leaves a free block in the free queue",
+        ("INV-FREE", "state differs"),
+        pool=(("                queue._remove(block)\n", "                pass\n"),),
+    ),
+    # -- the null block -----------------------------------------------------------------
+    _m(
+        "null-handed-out",
+        "the pool marks block 0 null but never takes it out of the free queue",
+        ("state differs", "INV-NULL"),
+        pool=(
+            (
+                "self.null_block = self.free_block_queue.popleft()",
+                "self.null_block = self.blocks[0]",
+            ),
+        ),
+    ),
+    _m(
+        "null-pooled",
+        "free_blocks treats the null block like any block reaching zero and queues it",
+        ("state differs", "INV-NULL"),
+        pool=(
+            (
+                "                    elif ref_cnt == 0:\n                        block.ref_cnt = 0\n",  # noqa: E501
+                "                    elif ref_cnt == 0 or block.is_null:\n"
+                "                        block.ref_cnt = 0\n",
+            ),
+        ),
+    ),
+    _m(
+        "null-touched",
+        "touch skips the queue removal for the null block but still counts a reference to it",
+        ("INV-NULL", "state differs"),
+        pool=(
+            (
+                "                if block.is_null:  # our own null block: its ref_cnt is never 0 -> 1\n"  # noqa: E501
+                "                    continue\n"
+                "                queue._remove(block)\n",
+                "                if not block.is_null:\n                    queue._remove(block)\n",
+            ),
+        ),
+    ),
+    _m(
+        "unpin-null-skipped",
+        "unpin_blocks skips the null block silently instead of refusing it",
+        ("error kind differs",),
+        pool=(
+            (
+                'own = self._own(_materialise(blocks, "blocks"), null_ok=False)\n'
+                "        self._check_releasable(own)",
+                'own = self._own(_materialise(blocks, "blocks"), null_ok=True)\n'
+                "        self._check_releasable(own)",
+            ),
+        ),
+    ),
+    # -- watchers -------------------------------------------------------------------------
+    _m(
+        "watcher-fired-twice",
+        "handing a block out fires its watchers but leaves them pending, so they fire again",
+        ("INV-WATCH", "fired differs", "state differs"),
+        pool=(
+            (
+                "pending = watchers.pop(block.block_id, None)",
+                "pending = watchers.get(block.block_id)",
+            ),
+        ),
+    ),
+    _m(
+        "watcher-never-fired",
+        "get_new_blocks detaches the watchers of reused blocks but never calls them",
+        ("fired differs",),
+        pool=(
+            (
+                _FIRE_ON_HANDOUT + "        return ret",
+                "        if self._watchers:\n            self._detach_watchers(ret)\n"
+                "        return ret",
+            ),
+        ),
+    ),
+    _m(
+        "watcher-before-state",
+        "get_new_blocks fires watchers before the blocks have ref_cnt 1 and lost their keys",
+        ("result differs: value", "fired differs"),
+        pool=(
+            (_FIRE_ON_HANDOUT + "        return ret", "        return ret"),
+            (
+                "        ret = queue._popleft_n(num_blocks)\n",
+                "        ret = queue._popleft_n(num_blocks)\n" + _FIRE_ON_HANDOUT,
+            ),
+        ),
+    ),
+    _m(
+        "watcher-only-last",
+        "unpin_blocks keeps one watcher per block: a second unpin replaces the first's watcher",
+        ("INV-WATCH", "fired differs", "state differs"),
+        pool=(
+            (
+                "                pending.append(on_reuse)\n",
+                "                pending[:] = [on_reuse]\n",
+            ),
+        ),
+    ),
+    _m(
+        "watcher-registered-twice",
+        "unpin_blocks appends the watcher even when that very object is already pending",
+        ("INV-WATCH", "fired differs", "state differs"),
+        pool=(
+            ("            elif not any(w is on_reuse for w in pending):\n", "            else:\n"),
+        ),
+    ),
+    _m(
+        "reset-fires-nothing",
+        "reset_prefix_cache drops the pending watchers without calling them",
+        ("fired differs",),
+        pool=(("        self._fire(firings)\n        return True", "        return True"),),
+    ),
+    _m(
+        "watcher-error-stops-others",
+        "_fire stops at the first watcher that raises: the rest never hear of the reuse",
+        ("fired differs",),
+        pool=(
+            (
+                '                        exc, f"Exception in reuse watcher for block {block.block_id}",'  # noqa: E501
+                " watcher\n"
+                "                    )\n"
+                "                )\n",
+                '                        exc, f"Exception in reuse watcher for block {block.block_id}",'  # noqa: E501
+                " watcher\n"
+                "                    )\n"
+                "                )\n"
+                "                break\n",
+            ),
+        ),
+    ),
+    _m(
+        "watcher-error-escapes",
+        "_fire lets a watcher's exception escape get_new_blocks, mid-way through the firings",
+        ("target crashed",),
+        pool=(
+            (
+                "            except Exception as exc:\n",
+                "            except ArithmeticError as exc:\n",
+            ),
+        ),
+    ),
+    # -- the prefix cache -------------------------------------------------------------------
+    _m(
+        "key-kept-on-reuse",
+        "get_new_blocks hands out an evicted cached block without dropping its key",
+        ("INV-CACHE", "state differs"),
+        pool=(
+            (
+                "                if block._block_hash is not None:\n"
+                "                    self._drop_key(block)\n"
+                "                block.ref_cnt = 1\n",
+                "                block.ref_cnt = 1\n",
+            ),
+        ),
+        caching=True,
+    ),
+    _m(
+        "cached-newest-holder",
+        "get_cached_block returns the newest block holding the key instead of the oldest",
+        ("result differs: value",),
+        pool=(
+            (
+                "return next(iter(holders.values()))",
+                "return next(reversed(holders.values()))",
+            ),
+        ),
+        caching=True,
+        level="exact",
+        max_pools=1,
+        rules=frozenset({"allocate", "cache_request", "prefix_hit", "observe", "free_request"}),
+    ),
+    _m(
+        "cache-when-disabled",
+        "cache_blocks forgets to check enable_caching",
+        ("error kind differs",),
+        pool=(
+            (
+                "        if not self.enable_caching:\n"
+                '            raise CachingDisabled("prefix caching is disabled on this pool")\n',
+                "",
+            ),
+        ),
+        caching=False,
+        rules=frozenset({"allocate", "invalid_call", "cache_refused"}),
+    ),
+    _m(
+        "cache-overwrites-key",
+        "cache_blocks re-keys a block that already holds a key (the index keeps the old one)",
+        ("error kind differs", "INV-CACHE"),
+        pool=(
+            (
+                "            if block._block_hash is not None:\n"
+                "                raise AlreadyCached(",
+                "            if False:\n                raise AlreadyCached(",
+            ),
+        ),
+        caching=True,
+    ),
+    _m(
+        "evict-validates-late",
+        "evict_blocks drops keys while it validates, so a bad id leaves earlier keys dropped",
+        ("ERR-ATOMIC", "state differs"),
+        pool=(
+            (
+                '                raise NullBlockMisuse("block id 0 is the null block")\n'
+                "        blocks = self.blocks\n"
+                "        for i in ids:\n"
+                "            block = blocks[i]\n",
+                '                raise NullBlockMisuse("block id 0 is the null block")\n'
+                "            block = self.blocks[i]\n",
+            ),
+        ),
+        caching=True,
+    ),
+    _m(
+        "evict-negative-ids",
+        "evict_blocks accepts negative ids and evicts from the end, Python-style",
+        ("error kind differs",),
+        pool=(("not 0 <= i < n:", "not -n <= i < n:"),),
+        rules=frozenset({"allocate", "invalid_call", "bad_ids_and_keys"}),
+    ),
+    # -- events -----------------------------------------------------------------------------
+    _m(
+        "removed-per-block",
+        "BlockRemoved is logged for every block that drops a key, while others still hold it",
+        ("INV-EVENTS", "result differs: events", "state differs"),
+        pool=(
+            (
+                "        if not holders:\n"
+                "            del self._index[key]\n"
+                "            if self.enable_kv_cache_events:\n"
+                "                self._log(BlockRemoved(key))\n",
+                "        if self.enable_kv_cache_events:\n"
+                "            self._log(BlockRemoved(key))\n"
+                "        if not holders:\n"
+                "            del self._index[key]\n",
+            ),
+        ),
+        caching=True,
+        events=True,
+        level="exact",
+        max_pools=1,
+        rules=frozenset({"allocate", "cache_request", "evict", "free_request", "observe"}),
+    ),
+    _m(
+        "reset-not-logged",
+        "reset_prefix_cache clears the index without logging AllBlocksCleared",
+        ("INV-EVENTS", "result differs: events", "state differs"),
+        pool=(("            self._log(AllBlocksCleared())\n", "            pass\n"),),
+        caching=True,
+        events=True,
+    ),
+    # -- several pools ------------------------------------------------------------------------
+    _m(
+        "cross-pool-freed-here",
+        "free_blocks takes any live pool's block as its own and queues it in this pool",
+        ("INV-LIST", "state differs"),
+        pool=(
+            (
+                "                if block.pool is me:\n                    ref_cnt = block.ref_cnt - 1\n",  # noqa: E501
+                "                if block.pool is me or (not block.is_null and block.pool() is not None):\n"  # noqa: E501
+                "                    ref_cnt = block.ref_cnt - 1\n",
+            ),
+        ),
+        max_pools=2,
+        # Only a cross-pool free shows it: keep the search on allocation and frees.
+        rules=frozenset({"allocate", "allocate_in", "via_pool", "free_request", "observe"}),
+    ),
+    _m(
+        "touch-foreign-accepted",
+        "the ownership check forgets ForeignBlock: touch takes another pool's block",
+        ("error kind differs",),
+        pool=(
+            (
+                "            if block.pool is not me:\n"
+                '                raise ForeignBlock(f"block {block.block_id} belongs to another pool")\n'  # noqa: E501
+                "            out.append(block)",
+                "            out.append(block)",
+            ),
+        ),
+        max_pools=2,
+        rules=frozenset({"allocate", "invalid_call", "foreign_block"}),
+    ),
+    # -- validation after mutation ------------------------------------------------------------
+    _m(
+        "forward-underflow-no-undo",
+        "free_blocks refuses an over-freed forwarded block after releasing its own blocks",
+        ("ERR-ATOMIC", "state differs"),
+        pool=(
+            (
+                "            except RefCountUnderflow:\n"
+                "                self._undo_release(blocks, len(blocks))\n"
+                "                raise\n",
+                "            except RefCountUnderflow:\n                raise\n",
+            ),
+        ),
+        max_pools=2,
+        rules=frozenset({"allocate", "free_request", "share_request", "invalid_call", "over_free"}),
+    ),
+    _m(
+        "double-free-no-undo",
+        "free_blocks raises on a double free but keeps the releases it already made",
+        ("ERR-ATOMIC", "state differs"),
+        pool=(
+            (
+                "                        self._undo_release(blocks, i)\n"
+                "                        # Every entry is checked",
+                "                        # Every entry is checked",
+            ),
+        ),
+    ),
+    _m(
+        "bad-entry-no-undo",
+        "free_blocks raises on an entry that is no block but keeps the releases before it",
+        ("ERR-ATOMIC", "state differs"),
+        pool=(
+            (
+                "            self._undo_release(blocks, i)\n            raise InvalidArgument(",
+                "            raise InvalidArgument(",
+            ),
+        ),
+    ),
+    # -- results ----------------------------------------------------------------------------
+    _m(
+        "count-accepts-bool",
+        "get_new_blocks checks isinstance(n, int), so True is a count of one",
+        ("error kind differs",),
+        pool=(
+            (
+                "if type(num_blocks) is not int or num_blocks < 0:",
+                "if not isinstance(num_blocks, int) or num_blocks < 0:",
+            ),
+        ),
+    ),
+    _m(
+        "reset-while-in-use",
+        "reset_prefix_cache only refuses when every block is in use",
+        ("result differs: value",),
+        pool=(
+            (
+                "if self.free_block_queue.num_free_blocks != self.num_gpu_blocks - 1:",
+                "if self.free_block_queue.num_free_blocks == 0:",
+            ),
+        ),
+    ),
+    _m(
+        "writable-ignores-key",
+        "is_block_writable forgets that a cached block is shared by future requests",
+        ("result differs: value",),
+        pool=(
+            (
+                "return block.ref_cnt == 1 and block._block_hash is None",
+                "return block.ref_cnt == 1",
+            ),
+        ),
+        caching=True,
+    ),
+    _m(
+        "usage-inverted",
+        "get_usage returns the free fraction instead of the used fraction",
+        ("result differs: value",),
+        pool=(
+            (
+                "return 1.0 - self.free_block_queue.num_free_blocks / total",
+                "return self.free_block_queue.num_free_blocks / total",
+            ),
+        ),
+    ),
+)
+
+CATALOGUE: dict[str, Mutant] = {m.name: m for m in MUTANTS}
+"""Every mutant by name, in catalogue order."""
+
+if len(CATALOGUE) != len(MUTANTS):  # pragma: no cover - a typo in the table above
+    raise RuntimeError("two mutants share a name")
+
+
+def get(name: str) -> Mutant:
+    """The mutant called ``name`` (KeyError lists the known names)."""
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"no mutant {name!r}; known: {', '.join(CATALOGUE)}") from None
+
+
+__all__ = ["CATALOGUE", "MUTANTS", "Mutant", "MutantDoesNotApply", "get"]

@@ -1,0 +1,1297 @@
+"""The lockstep state machine: the spec and a target pool, side by side, under Hypothesis.
+
+:func:`build_machine` returns a :class:`hypothesis.stateful.RuleBasedStateMachine`
+class. Each run builds one to ``max_pools`` pools (sizes, caching and events drawn
+or fixed by :class:`LockstepConfig`) in a spec :class:`~kvpool.spec.World` and,
+through a :class:`~kvpool.oracle.driver.Driver`, in the target. Every rule makes
+one call (or a short realistic sequence of calls, each checked on its own): the
+spec applies it, the driver runs it on the target, and the two
+:class:`~kvpool.spec.ops.Outcome` are compared. Operations that watchers run from
+inside the target (``driver.nested``) are applied to the spec after the outer
+operation, in the order they started, and compared the same way.
+
+Interface (for the oracle, the catalogue test and anyone pointing the machine at a
+new pool)::
+
+    Machine = build_machine(factory, LockstepConfig(...))
+    try:
+        hypothesis.stateful.run_state_machine_as_test(Machine, settings=...)
+    except LockstepFailure as failure:      # an AssertionError
+        failure.rule                         # "INV-FREE", "result differs: ids", ...
+        Machine.last_trace                   # the trace of the final (shrunk) failing run
+        print(format_trace(Machine.last_trace))
+
+* ``factory(num_blocks, enable_caching, enable_kv_cache_events) -> pool`` builds a
+  target pool with vLLM's ``BlockPool`` API (see :data:`~kvpool.oracle.driver.PoolFactory`).
+* Every failure is a :class:`LockstepFailure` whose message starts with the name of
+  what broke: an invariant (``INV-REF`` ... ``INV-LIST``), or one of the comparison
+  rules ``error kind differs``, ``result differs: ids`` (get_new_blocks),
+  ``result differs: events`` (take_events), ``result differs: value`` (any other
+  return value), ``fired differs`` (which watchers fired, on which blocks, in which
+  order), ``state differs`` (whole abstract state, field named), ``ERR-ATOMIC``
+  (a refused call changed the state), ``unraisable differs`` (a raising watcher
+  was not reported through ``sys.unraisablehook`` exactly once per firing) and
+  ``target crashed`` (the target raised something that is no pool error). The
+  trace follows in the message.
+* ``Machine.last_trace`` is a class attribute that every instance replaces with its
+  own :class:`Trace` as it starts, so after ``run_state_machine_as_test`` raises it
+  holds the final run Hypothesis made: the shrunk failing example.
+* Levels: ``exact`` generates valid calls only and compares everything; ``robust``
+  adds invalid calls of every error kind (each must be refused with its kind and
+  leave spec and target states unchanged) and faulty watchers (raising ones, and
+  re-entrant ones that allocate, free, touch, reset or probe the pool from inside
+  a callback); ``safety`` compares only error kinds and checks the target's own
+  invariants (returned ids, order, watchers and state are not compared; the
+  simulated requests still name blocks by the spec's ids, so a target that hands
+  out other ids needs the refinement the conformance oracle adds).
+* ``state_check(driver, i)`` reads target pool ``i`` as a spec ``PoolState``; with
+  it the machine compares the whole state every ``check_every`` steps (after every
+  refused call, and at teardown) and checks every INV-* on the target.
+  ``target_invariants(driver, i)`` returns the target's own extra violations (for
+  kvpool.impl: INV-LIST and the free counter, as ``kvpool.impl.check_invariants``
+  adds INV-LIST and the free counter) beyond the spec invariants, which the machine
+  runs on ``state_check``'s abstraction itself. :func:`impl_config` fills both for
+  kvpool.impl and pools derived from it.
+* ``capabilities``: names of the op classes the target supports (``"FreeBlocks"``,
+  ``"UnpinBlocks"``, ...); rules that need another op are never chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal, TypeVar, cast
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from kvpool.impl.bridge import abstract, inv_list, walk_free_queue
+from kvpool.spec.invariants import INVARIANT_NAMES, Violation, check_pool
+from kvpool.spec.ops import (
+    OP_CLASSES,
+    BlockRef,
+    CacheBlocks,
+    DropPool,
+    EvictBlocks,
+    FreeBlocks,
+    GetCachedBlock,
+    GetNewBlocks,
+    GetNumFreeBlocks,
+    GetUsage,
+    IsBlockWritable,
+    Op,
+    Outcome,
+    ResetPrefixCache,
+    TakeEvents,
+    Touch,
+    UnpinBlocks,
+)
+from kvpool.spec.state import NULL_BLOCK, PoolState, World
+
+from .driver import Driver, PoolFactory, WatcherAction
+
+ALL_OPS: frozenset[str] = frozenset(cls.__name__ for cls in OP_CLASSES)
+"""Every op class name of the semantics: the default ``capabilities``."""
+
+Level = Literal["safety", "exact", "robust"]
+
+
+class LockstepFailure(AssertionError):
+    """The target parted from the spec. ``rule`` names what broke; the message has the trace."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+@dataclass(frozen=True)
+class LockstepConfig:
+    """What the machine generates and what it compares (see the module docstring)."""
+
+    level: Level = "robust"
+    min_blocks: int = 1
+    max_blocks: int = 64
+    caching: bool | None = None
+    """None: drawn per pool; True/False: fixed."""
+    events: bool | None = None
+    """None: drawn per pool; True/False: fixed."""
+    max_pools: int = 3
+    """Several pools allow cross-pool frees and DropPool; 1 disables both."""
+    capabilities: frozenset[str] = ALL_OPS
+    state_check: Callable[[Driver, int], PoolState] | None = None
+    check_every: int = 1
+    target_invariants: Callable[[Driver, int], list[Violation]] | None = None
+    faults: bool = True
+    """At ``robust``: raising and re-entrant watchers."""
+    rules: frozenset[str] | None = None
+    """Only these rules (method names, e.g. ``"free_request"``) and invalid-call kinds
+    (e.g. ``"over_free"``); None: all. For a search focused on one kind of bug."""
+
+    def __post_init__(self) -> None:
+        if self.level not in ("safety", "exact", "robust"):
+            raise ValueError(f"level must be safety, exact or robust, got {self.level!r}")
+        if not 1 <= self.min_blocks <= self.max_blocks:
+            raise ValueError("need 1 <= min_blocks <= max_blocks")
+        if self.max_pools < 1 or self.check_every < 1:
+            raise ValueError("max_pools and check_every must be >= 1")
+
+
+def impl_state(driver: Driver, index: int) -> PoolState:
+    """``state_check`` for kvpool.impl (and any pool with its internals)."""
+    return abstract(driver.pool(index))
+
+
+def impl_invariants(driver: Driver, index: int) -> list[Violation]:
+    """``target_invariants`` for kvpool.impl: INV-LIST and the free counter.
+
+    (What :func:`kvpool.impl.check_invariants` adds to the spec invariants, which the
+    machine already runs on the ``state_check`` abstraction; computing that once
+    per step instead of twice keeps the machine fast.)
+    """
+    pool = driver.pool(index)
+    out = inv_list(pool)
+    queue = pool.free_block_queue
+    walked, _ = walk_free_queue(queue, len(pool.blocks))
+    if len(walked) != queue.num_free_blocks:
+        out.append(
+            Violation(
+                "INV-FREE",
+                f"the free count is {queue.num_free_blocks} but the queue holds {len(walked)}",
+            )
+        )
+    return out
+
+
+def impl_config(**changes: Any) -> LockstepConfig:
+    """A config for kvpool.impl or a pool built like it (the catalogue's mutants)."""
+    base = LockstepConfig(state_check=impl_state, target_invariants=impl_invariants)
+    return replace(base, **changes)
+
+
+# -- the trace -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One call: what the spec did, what the target did, and what watchers ran inside it."""
+
+    op: Op | None
+    """None for a note (a watcher being scripted), which is no call."""
+    spec: Outcome
+    target: Outcome | None
+    """None when the target crashed."""
+    nested: tuple[tuple[Op, Outcome, Outcome], ...] = ()
+    """(op, spec outcome, target outcome) for each call a watcher made, in start order."""
+    note: str = ""
+
+
+@dataclass
+class Trace:
+    """A run: the pools built, then the steps."""
+
+    pools: list[tuple[int, bool, bool]] = field(default_factory=list)
+    """(num_blocks, enable_caching, enable_kv_cache_events) per pool."""
+    steps: list[TraceStep] = field(default_factory=list)
+    arms: list[str] = field(default_factory=list)
+    """Watcher scripts set during the run (also shown in place among the steps)."""
+
+    def ops(self) -> list[Op]:
+        """The outer calls, in order (nested calls are made by watchers, not the caller)."""
+        return [s.op for s in self.steps if s.op is not None]
+
+
+def _fmt_outcome(out: Outcome | None) -> str:
+    if out is None:
+        return "crashed"
+    if out.error is not None:
+        return f"! {out.error.value}"
+    text = "ok" if out.value is None else repr(out.value)
+    if out.fired:
+        text += " fired " + " ".join(f"w{f.watcher}@{f.pool}:{f.block}" for f in out.fired)
+    return text
+
+
+def format_trace(trace: Trace | None) -> str:
+    """The trace as numbered lines a person can read."""
+    if trace is None:
+        return "(no run)"
+    lines = [
+        "pools: "
+        + ", ".join(f"{i}: N={n} caching={c} events={e}" for i, (n, c, e) in enumerate(trace.pools))
+    ]
+    for i, s in enumerate(trace.steps, 1):
+        if s.note:
+            lines.append(f"{i:3d}. {s.note}")
+            continue
+        same = s.target is not None and s.spec == s.target
+        tgt = "same" if same else _fmt_outcome(s.target)
+        lines.append(f"{i:3d}. {s.op!r} -> spec {_fmt_outcome(s.spec)} | target {tgt}")
+        for nop, nexp, nobs in s.nested:
+            ntgt = "same" if nexp == nobs else _fmt_outcome(nobs)
+            lines.append(f"       watcher ran {nop!r} -> spec {_fmt_outcome(nexp)} | target {ntgt}")
+    return "\n".join(lines)
+
+
+_SNAPSHOT_FIELDS = (
+    "num_blocks",
+    "caching",
+    "events_on",
+    "ref_cnt",
+    "keys",
+    "free queue",
+    "cache index",
+    "pending watchers",
+    "event log",
+    "consumer view",
+    "watchers registered",
+    "watchers fired",
+)
+
+
+def state_diff(expected: PoolState, observed: PoolState) -> str:
+    """The first fields in which two states differ, named, spec value then target value."""
+    a, b = expected.snapshot(), observed.snapshot()
+    parts = [
+        f"{name}: spec {x!r} target {y!r}"
+        for name, x, y in zip(_SNAPSHOT_FIELDS, a, b, strict=True)
+        if x != y
+    ]
+    return "; ".join(parts[:3])
+
+
+# -- strategies -------------------------------------------------------------------------
+
+TOKENS = "abcd"
+"""Prefix keys are strings of these: the key of block i of a request is its first i+1 tokens."""
+
+watcher_ids = st.integers(0, 5)
+token_lists = st.lists(st.sampled_from(TOKENS), min_size=1, max_size=5).map("".join)
+
+
+def prefix_keys(tokens: str) -> list[str]:
+    """``"abc" -> ["a", "ab", "abc"]``: a request's chain of block keys (shared prefixes share)."""
+    return [tokens[: i + 1] for i in range(len(tokens))]
+
+
+BAD_COUNTS: tuple[object, ...] = (-1, -3, True, False, 1.5, "2", None)
+NOT_BLOCKS: tuple[object, ...] = ("x", 3.5, None, (1,))
+BAD_WATCHERS: tuple[object, ...] = ("w", None, 2.0)
+BAD_KEYS: tuple[object, ...] = (None, ["unhashable"], {"a": 1})
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _needs(
+    *ops: str, level: tuple[Level, ...] = ("safety", "exact", "robust")
+) -> Callable[[_F], _F]:
+    """A precondition: the target supports ``ops``, the level is one of ``level``, and the
+    config's ``rules`` (when set) name this rule."""
+
+    def decorate(fn: _F) -> _F:
+        name = fn.__name__
+
+        def check(self: _Lockstep) -> bool:
+            cfg = self.config
+            return (
+                cfg.level in level
+                and all(o in cfg.capabilities for o in ops)
+                and (cfg.rules is None or name in cfg.rules)
+            )
+
+        return precondition(check)(fn)
+
+    return decorate
+
+
+ROBUST: tuple[Level, ...] = ("robust",)
+
+
+class _Lockstep(RuleBasedStateMachine):
+    """The rules; :func:`build_machine` binds a factory and a config to a subclass."""
+
+    factory: ClassVar[PoolFactory]
+    config: ClassVar[LockstepConfig]
+    last_trace: ClassVar[Trace | None] = None
+
+    requests = Bundle("requests")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trace = Trace()
+        type(self).last_trace = self.trace
+        self.world = World([], [])
+        self.driver: Driver | None = None
+        self.held: dict[int, list[BlockRef]] = {}
+        self.orphans: list[BlockRef] = []
+        self.next_rid = 0
+        self.steps = 0
+        self.since_check = 0
+        self.fresh = False
+        self.target_violations: dict[int, list[Violation]] = {}
+        self.spec_violations: dict[int, list[Violation]] = {}
+        self.target_states: dict[int, PoolState] = {}
+        self.raising: set[int] = set()
+        self.action_pools: dict[int, int] = {}
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def fail(self, rule: str, detail: str) -> None:
+        raise LockstepFailure(rule, f"{rule}: {detail}\n--- trace ---\n{format_trace(self.trace)}")
+
+    def alive(self) -> list[int]:
+        return [i for i, a in enumerate(self.world.alive) if a]
+
+    def ps(self, pool: int) -> PoolState:
+        return self.world.pools[pool]
+
+    def tokens(self, p: int, data: st.DataObject) -> str:
+        """A prefix: fresh tokens, or (half the time) a key pool ``p`` already holds.
+
+        Reusing held keys is what makes shared keys (several blocks under one key)
+        and prefix hits common.
+        """
+        held = sorted(k for k in self.ps(p).index if isinstance(k, str))
+        if held and bool(data.draw(st.booleans(), label="reuse a cached key")):
+            key: str = data.draw(st.sampled_from(held), label="cached key")
+            return key
+        fresh: str = data.draw(token_lists, label="tokens")
+        return fresh
+
+    def new_request(self, entries: list[BlockRef]) -> int:
+        rid = self.next_rid
+        self.next_rid += 1
+        self.held[rid] = entries
+        return rid
+
+    def compare(self, op: Op, expected: Outcome, observed: Outcome, where: str) -> None:
+        if expected.error != observed.error:
+            exp = expected.error.value if expected.error else "success"
+            obs = observed.error.value if observed.error else "success"
+            self.fail("error kind differs", f"{op!r}{where}: spec {exp}, target {obs}")
+        if self.config.level == "safety":
+            return
+        if expected.value != observed.value:
+            what = (
+                "ids"
+                if isinstance(op, GetNewBlocks)
+                else "events"
+                if isinstance(op, TakeEvents)
+                else "value"
+            )
+            self.fail(
+                f"result differs: {what}",
+                f"{op!r}{where}: spec {expected.value!r}, target {observed.value!r}",
+            )
+        if expected.fired != observed.fired:
+            self.fail(
+                "fired differs", f"{op!r}{where}: spec {expected.fired}, target {observed.fired}"
+            )
+
+    def do(self, op: Op, *, refused: bool = False) -> Outcome:
+        """Apply ``op`` to both sides, with the nested calls its watchers make; compare."""
+        driver = self.driver
+        assert driver is not None  # set by initialize, which always runs first
+        # A refused call must change nothing. The spec's state is compared before and
+        # after; the target's is compared with the spec's right after the call (the
+        # previous step left them equal), or, when whole-state checks are spaced out,
+        # with its own state before the call.
+        spaced = refused and self.config.check_every > 1
+        if refused:
+            spec_before = [self.ps(i).snapshot() for i in self.alive()]
+            target_before = self.read_target_states() if spaced else {}
+        expected = self.world.apply(op)
+        try:
+            observed = driver.execute(op)
+        except Exception as exc:  # the target raised something that is no pool error
+            self.trace.steps.append(TraceStep(op, expected, None))
+            self.fail("target crashed", f"{op!r}: {type(exc).__name__}: {exc}")
+        nested: list[tuple[Op, Outcome, Outcome]] = []
+        for nop, nobs in driver.nested:
+            nested.append((nop, self.world.apply(nop), nobs))
+        self.trace.steps.append(TraceStep(op, expected, observed, tuple(nested)))
+        self.steps += 1 + len(nested)
+        self.compare(op, expected, observed, "")
+        for nop, nexp, nobs in nested:
+            self.compare(nop, nexp, nobs, " (run by a watcher)")
+            if nexp.ok and isinstance(nop, GetNewBlocks):
+                self.orphans.extend(BlockRef(nop.pool, b) for b in nexp.value)  # type: ignore[attr-defined]
+            elif nexp.ok and isinstance(nop, Touch):
+                self.orphans.extend(
+                    e
+                    for e in nop.blocks
+                    if isinstance(e, BlockRef) and e.block != NULL_BLOCK and e.pool == nop.pool
+                )
+        if self.config.level != "safety":
+            raised = sum(
+                1
+                for out in [expected, *(n[1] for n in nested)]
+                for f in out.fired
+                if f.watcher in self.raising
+            )
+            if raised != len(driver.unraisable):
+                self.fail(
+                    "unraisable differs",
+                    f"{op!r}: {raised} raising watcher call(s) but {len(driver.unraisable)} "
+                    "reported through sys.unraisablehook",
+                )
+        if refused:
+            if expected.ok:
+                self.fail("ERR-ATOMIC", f"{op!r} was meant to be refused but the spec accepted it")
+            if [self.ps(i).snapshot() for i in self.alive()] != spec_before:
+                self.fail("ERR-ATOMIC", f"the spec changed its state refusing {op!r}")
+            after = self.read_target_states() if spaced else {}
+            for i, before in target_before.items():
+                if after.get(i) is not None and before.snapshot() != after[i].snapshot():
+                    self.fail(
+                        "ERR-ATOMIC",
+                        f"refusing {op!r} changed target pool {i}: {state_diff(before, after[i])}",
+                    )
+        self.since_check += 1
+        self.fresh = False
+        if refused or self.since_check >= self.config.check_every:
+            self.check_state(op if refused else None)
+        return expected
+
+    def read_target_states(self) -> dict[int, PoolState]:
+        check = self.config.state_check
+        if check is None or self.driver is None:
+            return {}
+        return {i: check(self.driver, i) for i in self.alive()}
+
+    def check_state(self, refused: Op | None = None) -> None:
+        """Compare every live pool's whole state; refresh the target's invariant findings.
+
+        ``refused``: the call just refused, if any (a difference then is ``ERR-ATOMIC``).
+        """
+        self.since_check = 0
+        driver = self.driver
+        assert driver is not None
+        self.target_states = self.read_target_states()
+        self.target_violations = {}
+        extra = self.config.target_invariants
+        self.spec_violations = {i: check_pool(self.ps(i)) for i in self.alive()}
+        for i in self.alive():
+            found = check_pool(self.target_states[i]) if i in self.target_states else []
+            if extra is not None:
+                found.extend(extra(driver, i))
+            self.target_violations[i] = found
+        self.fresh = True
+        if self.config.level == "safety":
+            return
+        for i, observed in self.target_states.items():
+            expected = self.ps(i)
+            if expected.snapshot() != observed.snapshot():
+                if refused is not None:
+                    self.fail(
+                        "ERR-ATOMIC",
+                        f"refusing {refused!r} changed target pool {i}: "
+                        + state_diff(expected, observed),
+                    )
+                self.fail("state differs", f"pool {i}: {state_diff(expected, observed)}")
+
+    def check_invariant(self, name: str) -> None:
+        """Report a violation of ``name`` found by the last whole-state check, spec or target."""
+        if not self.fresh:
+            return
+        for i in self.alive():
+            for v in self.spec_violations.get(i, ()):
+                if v.invariant == name:
+                    self.fail(name, f"the spec itself broke it in pool {i}: {v}")
+            for v in self.target_violations.get(i, ()):
+                if v.invariant == name:
+                    self.fail(name, f"target pool {i}: {v}")
+
+    # -- building ----------------------------------------------------------------------
+
+    @initialize(target=requests, data=st.data())
+    def build_pools(self, data: st.DataObject) -> int:
+        """Build the pools; a first request takes some blocks of pool 0 (maybe caching them)."""
+        cfg = self.config
+        multi = cfg.max_pools > 1
+        n_pools = data.draw(st.integers(1, cfg.max_pools), label="pools") if multi else 1
+        configs: list[tuple[int, bool, bool]] = []
+        for _ in range(n_pools):
+            n = data.draw(st.integers(cfg.min_blocks, cfg.max_blocks), label="num_blocks")
+            c = cfg.caching if cfg.caching is not None else data.draw(st.booleans(), "caching")
+            e = cfg.events if cfg.events is not None else data.draw(st.booleans(), "events")
+            configs.append((n, c, e))
+        self.trace.pools = configs
+        self.world = World.of(*(PoolState.initial(n, c, e) for n, c, e in configs))
+        self.driver = Driver(type(self).factory, configs)
+        self.check_state()
+        if "GetNewBlocks" not in self.config.capabilities:
+            return self.new_request([])
+        return self.allocate_in(0, data)
+
+    def teardown(self) -> None:
+        if self.driver is not None and self.since_check:
+            self.check_state()
+
+    # -- valid calls ---------------------------------------------------------------------
+
+    @_needs("GetNewBlocks")
+    @rule(target=requests, data=st.data())
+    def allocate(self, data: st.DataObject) -> int:
+        """A request takes fresh blocks (n from 0 to every free block), maybe caching them."""
+        return self.allocate_in(data.draw(st.sampled_from(self.alive()), label="pool"), data)
+
+    def allocate_in(self, p: int, data: st.DataObject) -> int:
+        free = len(self.ps(p).free)
+        n = data.draw(st.integers(0, min(free, 6)) | st.just(free), label="n")
+        out = self.do(GetNewBlocks(n, pool=p))
+        taken: tuple[int, ...] = out.value if out.ok else ()  # type: ignore[assignment]
+        entries = [BlockRef(p, b) for b in taken]
+        caps = self.config.capabilities
+        if entries and self.ps(p).caching and "CacheBlocks" in caps:
+            tokens = self.tokens(p, data)
+            full = data.draw(st.integers(0, len(entries)), label="full blocks")
+            keys = prefix_keys(tokens)[:full]
+            if keys:
+                self.do(CacheBlocks(tuple(entries[: len(keys)]), tuple(keys), pool=p))
+        return self.new_request(entries)
+
+    def entries_of(self, rid: int, data: st.DataObject) -> list[BlockRef]:
+        entries = list(self.held.pop(rid, []))
+        order = data.draw(st.sampled_from(["reversed", "as-is", "shuffled"]), label="order")
+        if order == "reversed":
+            entries.reverse()
+        elif order == "shuffled":
+            entries = data.draw(st.permutations(entries), label="permutation")
+        return entries
+
+    def via_pool(self, entries: list[BlockRef], data: st.DataObject) -> int:
+        """The pool the call is made on: the blocks' own pool, or (cross-pool) another one."""
+        alive = self.alive()
+        own = entries[0].pool if entries else alive[0]
+        if own in alive and (len(alive) == 1 or data.draw(st.integers(0, 3), "cross") > 0):
+            return own
+        return data.draw(st.sampled_from(alive), label="via")
+
+    @_needs("FreeBlocks")
+    @rule(rid=consumes(requests), data=st.data(), evict_first=st.booleans())
+    def free_request(self, rid: int, data: st.DataObject, evict_first: bool) -> None:
+        """A request finishes: its blocks go back, in some order, maybe through another pool."""
+        entries = self.entries_of(rid, data)
+        via = self.via_pool(entries, data)
+        if data.draw(st.booleans(), label="with the null block"):  # skipped silently
+            entries.insert(data.draw(st.integers(0, len(entries))), BlockRef(via, NULL_BLOCK))
+        self.do(FreeBlocks(tuple(entries), evict_first, pool=via))
+
+    @_needs("FreeBlocks")
+    @rule(a=consumes(requests), b=consumes(requests), data=st.data())
+    def free_two_requests(self, a: int, b: int, data: st.DataObject) -> None:
+        """Two requests freed in one call (a block both hold is listed twice)."""
+        entries = self.entries_of(a, data) + self.entries_of(b, data)
+        self.do(FreeBlocks(tuple(entries), pool=self.via_pool(entries, data)))
+
+    @_needs("FreeBlocks")
+    @precondition(lambda self: bool(self.orphans))
+    @rule(data=st.data())
+    def free_orphans(self, data: st.DataObject) -> None:
+        """Release the blocks watchers took (re-entrant allocations and touches)."""
+        entries, self.orphans = self.orphans, []
+        self.do(FreeBlocks(tuple(entries), pool=self.via_pool(entries, data)))
+
+    @_needs("CacheBlocks")
+    @rule(rid=requests, data=st.data())
+    def cache_request(self, rid: int, data: st.DataObject) -> None:
+        """A request's full blocks get prefix keys (keys shared with other requests' prefixes).
+
+        At ``robust``, sometimes a block that already holds a key is included (refused).
+        """
+        entries = self.held.get(rid, [])
+        if not entries or not self.world.alive[entries[0].pool]:
+            return
+        p = entries[0].pool
+        ps = self.ps(p)
+        if not ps.caching:
+            return
+        tokens = self.tokens(p, data)
+        keyed = [e for e in entries if ps.key[e.block] is not None and ps.ref[e.block] >= 1]
+        if keyed and self.config.level == "robust" and data.draw(st.booleans(), label="recache"):
+            again = data.draw(st.sampled_from(keyed), label="cached block")
+            self.do(CacheBlocks((again,), (tokens,), pool=p), refused=True)
+            return
+        blocks: list[BlockRef] = []
+        for e in entries:
+            if ps.key[e.block] is None and ps.ref[e.block] >= 1 and e not in blocks:
+                blocks.append(e)
+        keys = prefix_keys(tokens)[: len(blocks)]
+        blocks = blocks[: len(keys)]
+        self.do(CacheBlocks(tuple(blocks), tuple(keys), pool=p))
+
+    @_needs("GetCachedBlock", "Touch")
+    @rule(target=requests, data=st.data(), dup=st.booleans())
+    def prefix_hit(self, data: st.DataObject, dup: bool) -> int:
+        """A new request looks up its prefix chain and touches the hits (maybe one twice)."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        tokens = self.tokens(p, data)
+        hits: list[BlockRef] = []
+        for key in prefix_keys(tokens):
+            out = self.do(GetCachedBlock(key, pool=p))
+            if out.value is None:
+                break
+            hits.append(BlockRef(p, out.value))  # type: ignore[arg-type]
+        if dup and hits:
+            hits.append(hits[-1])
+        if hits:
+            self.do(Touch(tuple(hits), pool=p))
+        return self.new_request(hits)
+
+    @_needs("Touch")
+    @rule(target=requests, rid=requests)
+    def share_request(self, rid: int) -> int:
+        """A second request shares every block of a running one (touch on blocks in use)."""
+        entries = list(self.held.get(rid, []))
+        if not entries or not self.world.alive[entries[0].pool]:
+            return self.new_request([])
+        self.do(Touch(tuple(entries), pool=entries[0].pool))
+        return self.new_request(entries)
+
+    @_needs("Touch")
+    @rule(target=requests, data=st.data())
+    def touch_free(self, data: st.DataObject) -> int:
+        """Touch blocks straight out of the free queue (and the null block, which is skipped)."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        free = list(self.ps(p).free)
+        if not free:
+            return self.new_request([])
+        picks = data.draw(st.lists(st.sampled_from(free), min_size=1, max_size=3), label="blocks")
+        with_null = data.draw(st.booleans(), label="null")
+        entries = [BlockRef(p, b) for b in picks]
+        self.do(Touch(tuple([*entries, BlockRef(p, NULL_BLOCK)] if with_null else entries), pool=p))
+        return self.new_request(entries)
+
+    @_needs("UnpinBlocks")
+    @rule(rid=consumes(requests), watcher=watcher_ids, data=st.data())
+    def unpin_request(self, rid: int, watcher: int, data: st.DataObject) -> None:
+        """A request lets go of its blocks but wants to hear when they are reused."""
+        entries = self.entries_of(rid, data)
+        if not entries or not self.world.alive[entries[0].pool]:
+            return
+        p = entries[0].pool
+        cfg = self.config
+        if cfg.level == "robust" and cfg.faults and data.draw(st.booleans(), label="faulty"):
+            self.script(watcher, p, data.draw(st.booleans(), label="raises"), data)
+        self.do(UnpinBlocks(tuple(entries), watcher, pool=p))
+
+    @_needs("EvictBlocks")
+    @rule(data=st.data())
+    def evict(self, data: st.DataObject) -> None:
+        """Drop the keys of some blocks (in use or free, cached or not)."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        n = self.ps(p).num_blocks
+        if n < 2:
+            return
+        cached = [b for b in range(1, n) if self.ps(p).key[b] is not None]
+        ids_of = (
+            st.sampled_from(cached) | st.integers(1, n - 1) if cached else st.integers(1, n - 1)
+        )
+        ids = data.draw(st.lists(ids_of, max_size=4), label="ids")
+        self.do(EvictBlocks(tuple(ids), pool=p))
+
+    @_needs("ResetPrefixCache")
+    @rule(data=st.data())
+    def reset(self, data: st.DataObject) -> None:
+        self.do(ResetPrefixCache(pool=data.draw(st.sampled_from(self.alive()), label="pool")))
+
+    @_needs("GetNumFreeBlocks", "GetUsage", "TakeEvents", "IsBlockWritable", "GetCachedBlock")
+    @rule(data=st.data())
+    def observe(self, data: st.DataObject) -> None:
+        """The read-only calls: free count, usage, events, writability, cache lookup."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        tokens = self.tokens(p, data)
+        which = data.draw(st.sampled_from(["counts", "block"]), label="observe")
+        if which == "counts":
+            self.do(GetNumFreeBlocks(pool=p))
+            self.do(GetUsage(pool=p))
+            self.do(TakeEvents(pool=p))
+        else:
+            b = data.draw(st.integers(0, self.ps(p).num_blocks - 1), label="block")
+            self.do(IsBlockWritable(BlockRef(p, b), pool=p))
+            self.do(GetCachedBlock(tokens, pool=p))
+
+    @_needs("DropPool")
+    @precondition(lambda self: len(self.alive()) > 1)
+    @rule(data=st.data())
+    def drop_pool(self, data: st.DataObject) -> None:
+        """A pool is garbage collected; requests may still hold (and later free) its blocks."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        assert self.driver is not None
+        for wid, ap in list(self.action_pools.items()):
+            if ap == p:  # a script calling into a gone pool is a malformed trace
+                self.driver.set_action(wid, None)
+                self.raising.discard(wid)
+                del self.action_pools[wid]
+        self.do(DropPool(pool=p))
+
+    # -- faulty and re-entrant watchers --------------------------------------------------
+
+    def arm(self, wid: int, action: WatcherAction | None, pool: int, text: str) -> None:
+        assert self.driver is not None
+        self.driver.set_action(wid, action)
+        if action is not None and action.raise_error:
+            self.raising.add(wid)
+        else:
+            self.raising.discard(wid)
+        if action is not None and action.op is not None:
+            self.action_pools[wid] = pool
+        else:
+            self.action_pools.pop(wid, None)
+        note = f"script watcher {wid}: {text}"
+        self.trace.arms.append(note)
+        self.trace.steps.append(TraceStep(None, Outcome(), Outcome(), (), note))
+
+    @_needs("UnpinBlocks", level=ROBUST)
+    @precondition(lambda self: self.config.faults)
+    @rule(wid=watcher_ids, data=st.data(), fails=st.booleans())
+    def script_watcher(self, wid: int, data: st.DataObject, fails: bool) -> None:
+        """Watcher ``wid`` will raise, and/or call back into a pool when it fires."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        self.script(wid, p, fails, data)
+
+    def script(self, wid: int, p: int, fails: bool, data: st.DataObject) -> None:
+        """Draw what watcher ``wid`` does when it fires: raise, call into pool ``p``, or both."""
+        ps = self.ps(p)
+        kinds = ["none", "alloc", "reset", "writable", "cached", "numfree"]
+        kind = data.draw(st.sampled_from(kinds), label="calls")
+        op: Op | None = None
+        if kind == "alloc":
+            op = GetNewBlocks(data.draw(st.integers(0, 2), label="n"), pool=p)
+        elif kind == "reset":
+            op = ResetPrefixCache(pool=p)
+        elif kind == "writable":
+            b = data.draw(st.integers(0, ps.num_blocks - 1), label="block")
+            op = IsBlockWritable(BlockRef(p, b), pool=p)
+        elif kind == "cached":
+            op = GetCachedBlock(data.draw(token_lists, label="key"), pool=p)
+        elif kind == "numfree":
+            op = GetNumFreeBlocks(pool=p)
+        if op is None and not fails:
+            self.arm(wid, None, p, "plain")
+            return
+        text = ("raises" if fails else "") + (
+            f"{' after ' if fails else ''}calls {op!r}" if op else ""
+        )
+        self.arm(wid, WatcherAction(raise_error=fails, op=op), p, text)
+
+    @_needs("UnpinBlocks", "FreeBlocks", "Touch", level=ROBUST)
+    @precondition(lambda self: self.config.faults)
+    @rule(wid=watcher_ids, rid=consumes(requests), touch=st.booleans())
+    def script_watcher_on_request(self, wid: int, rid: int, touch: bool) -> None:
+        """Watcher ``wid`` will free (or touch) a request's blocks from inside the callback."""
+        entries = self.held.get(rid, [])
+        if not entries or not self.world.alive[entries[0].pool]:
+            return
+        p = entries[0].pool
+        if touch:
+            op: Op = Touch(tuple(entries), pool=p)
+            self.held[rid] = entries  # touching does not release the request
+        else:
+            op = FreeBlocks(tuple(self.held.pop(rid)), pool=p)
+        self.arm(wid, WatcherAction(op=op), p, f"calls {op!r}")
+
+    @_needs("UnpinBlocks", "IsBlockWritable", "GetCachedBlock", level=ROBUST)
+    @precondition(lambda self: self.config.faults)
+    @rule(rid=consumes(requests), wid=watcher_ids, data=st.data())
+    def unpin_with_probe(self, rid: int, wid: int, data: st.DataObject) -> None:
+        """Unpin a request with a watcher that inspects the reused block from inside the callback.
+
+        When it fires, the block must already be handed out completely: writable
+        (ref_cnt 1, no key) and no longer found under its old key.
+        """
+        entries = self.held.get(rid, [])
+        if not entries or not self.world.alive[entries[0].pool]:
+            self.held.pop(rid, None)
+            return
+        p = entries[0].pool
+        b = data.draw(st.sampled_from(entries), label="probed block")
+        key = self.ps(p).key[b.block]
+        op: Op = (
+            GetCachedBlock(key, pool=p)
+            if key is not None and data.draw(st.booleans(), label="probe key")
+            else IsBlockWritable(b, pool=p)
+        )
+        self.arm(wid, WatcherAction(op=op), p, f"calls {op!r}")
+        self.do(UnpinBlocks(tuple(self.held.pop(rid)), wid, pool=p))
+
+    # -- invalid calls: each must be refused with its kind and change nothing ------------
+
+    def some_held(self, p: int) -> list[BlockRef]:
+        """Blocks of pool ``p`` a request holds (valid entries to put before a bad one)."""
+        out: list[BlockRef] = []
+        for entries in self.held.values():
+            out.extend(e for e in entries if e.pool == p and self.ps(p).ref[e.block] > 0)
+            if len(out) >= 3:
+                break
+        return out[:3]
+
+    INVALID_CALLS: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = (
+        ("bad_count", ("GetNewBlocks",)),
+        ("over_free", ("FreeBlocks",)),
+        ("free_bad_entries", ("FreeBlocks",)),
+        ("foreign_block", ("Touch", "UnpinBlocks", "CacheBlocks", "IsBlockWritable")),
+        ("null_misuse", ("UnpinBlocks", "CacheBlocks", "EvictBlocks")),
+        ("unpin_refused", ("UnpinBlocks",)),
+        ("cache_refused", ("CacheBlocks",)),
+        ("bad_ids_and_keys", ("EvictBlocks", "GetCachedBlock")),
+    )
+    """Each kind of invalid call and the ops it needs (one rule draws among them)."""
+
+    @_needs(level=ROBUST)
+    @rule(data=st.data())
+    def invalid_call(self, data: st.DataObject) -> None:
+        """A call the pool must refuse with its error kind, changing nothing."""
+        caps = self.config.capabilities
+        only = self.config.rules
+        kinds = [
+            name
+            for name, ops in self.INVALID_CALLS
+            if all(o in caps for o in ops) and (only is None or name in only)
+        ]
+        if len(self.world.pools) == 1 and "foreign_block" in kinds:
+            kinds.remove("foreign_block")
+        if kinds:
+            getattr(self, data.draw(st.sampled_from(kinds), label="invalid call"))(data)
+
+    def bad_count(self, data: st.DataObject) -> None:
+        """get_new_blocks with a count that is negative, not an int, or too large."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        free = len(self.ps(p).free)
+        n = data.draw(st.sampled_from([*BAD_COUNTS, free + 1, free + 5]), label="n")
+        self.do(GetNewBlocks(n, pool=p), refused=True)
+
+    def over_free(self, data: st.DataObject) -> None:
+        """A double free (a free block) or a duplicate over-free (listed more often than held)."""
+        evict_first = data.draw(st.booleans(), label="evict_first")
+        alive = self.alive()
+        p = data.draw(st.sampled_from(alive), label="pool")
+        ps = self.ps(p)
+        if ps.num_blocks < 2:
+            return
+        b = data.draw(st.integers(1, ps.num_blocks - 1), label="block")
+        victim = [BlockRef(p, b)] * (ps.ref[b] + 1)
+        via = data.draw(st.sampled_from(alive), label="via")  # another pool: a forwarded refusal
+        # valid entries first (the calling pool's own, then the victim's pool's), so
+        # that a pool which validates late has already released something
+        prefix = self.some_held(via) + (self.some_held(p) if p != via else [])
+        if not data.draw(st.booleans(), label="prefix"):
+            prefix = []
+        self.do(FreeBlocks(tuple(prefix + victim), evict_first, pool=via), refused=True)
+
+    def free_bad_entries(self, data: st.DataObject) -> None:
+        """free_blocks with a non-bool evict_first or an entry that is no block."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        prefix = self.some_held(p)
+        if data.draw(st.booleans(), label="evict_first is bad"):
+            ef = data.draw(st.sampled_from([1, 0, "yes", None]), label="evict_first")
+            self.do(FreeBlocks(tuple(prefix), ef, pool=p), refused=True)
+        else:
+            bad = data.draw(
+                st.sampled_from([*NOT_BLOCKS, BlockRef(p, self.ps(p).num_blocks)]), label="entry"
+            )
+            self.do(FreeBlocks((*prefix, bad), pool=p), refused=True)
+
+    def foreign_block(self, data: st.DataObject) -> None:
+        """touch / unpin / cache / is_block_writable with another pool's block."""
+        watcher = data.draw(watcher_ids, label="watcher")
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        others = [q for q in range(len(self.world.pools)) if q != p and self.ps(q).num_blocks > 1]
+        if not others:
+            return
+        q = data.draw(st.sampled_from(others), label="other pool")
+        alien = BlockRef(q, data.draw(st.integers(1, self.ps(q).num_blocks - 1), label="block"))
+        prefix = self.some_held(p)
+        which = data.draw(st.sampled_from(["touch", "unpin", "cache", "writable"]), label="op")
+        op: Op
+        if which == "touch":
+            op = Touch((*prefix, alien), pool=p)
+        elif which == "unpin":
+            op = UnpinBlocks((*prefix, alien), watcher, pool=p)
+        elif which == "cache":
+            if not self.ps(p).caching:
+                return
+            op = CacheBlocks((alien,), ("foreign",), pool=p)
+        else:
+            op = IsBlockWritable(alien, pool=p)
+        self.do(op, refused=True)
+
+    def null_misuse(self, data: st.DataObject) -> None:
+        """The null block where it is not allowed: unpin, cache, evict."""
+        watcher = data.draw(watcher_ids, label="watcher")
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        null = BlockRef(p, NULL_BLOCK)
+        prefix = self.some_held(p)
+        which = data.draw(st.sampled_from(["unpin", "cache", "evict"]), label="op")
+        op: Op
+        if which == "unpin":
+            op = UnpinBlocks((*prefix, null), watcher, pool=p)
+        elif which == "cache":
+            if not self.ps(p).caching:
+                return
+            op = CacheBlocks((null,), ("null",), pool=p)
+        else:
+            op = EvictBlocks((*(e.block for e in prefix), NULL_BLOCK), pool=p)
+        self.do(op, refused=True)
+
+    def unpin_refused(self, data: st.DataObject) -> None:
+        """unpin_blocks with a non-callable watcher, or more often than a block is held."""
+        watcher = data.draw(watcher_ids, label="watcher")
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        ps = self.ps(p)
+        prefix = self.some_held(p)
+        if ps.num_blocks < 2 or data.draw(st.booleans(), label="bad watcher"):
+            w = data.draw(st.sampled_from(BAD_WATCHERS), label="watcher")
+            self.do(UnpinBlocks(tuple(prefix), w, pool=p), refused=True)
+            return
+        b = data.draw(st.integers(1, ps.num_blocks - 1), label="block")
+        entries = [e for e in prefix if e.block != b] + [BlockRef(p, b)] * (ps.ref[b] + 1)
+        self.do(UnpinBlocks(tuple(entries), watcher, pool=p), refused=True)
+
+    def cache_refused(self, data: st.DataObject) -> None:
+        """cache_blocks refused: caching off, a cached or unused block, bad keys, a duplicate."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        ps = self.ps(p)
+        used = [BlockRef(p, b) for b in range(1, ps.num_blocks) if ps.ref[b] > 0]
+        uncached = [e for e in used if ps.key[e.block] is None]
+        cases = ["length", "bad key"]
+        if not ps.caching and used:
+            cases.append("caching off")
+        if ps.caching:
+            if any(ps.key[e.block] is not None for e in used):
+                cases.append("already cached")
+            if ps.free:
+                cases.append("not in use")
+            if uncached:
+                cases.append("twice")
+        case = data.draw(st.sampled_from(cases), label="case")
+        blocks: tuple[object, ...]
+        keys: tuple[object, ...]
+        if case == "length":
+            blocks, keys = tuple(uncached[:1]), ("k1", "k2")
+        elif case == "bad key":
+            blocks = tuple(uncached[:1]) or (BlockRef(p, NULL_BLOCK),)
+            keys = (data.draw(st.sampled_from(BAD_KEYS), label="key"),)
+        elif case == "caching off":
+            blocks, keys = (data.draw(st.sampled_from(used), label="block"),), ("k",)
+        elif case == "already cached":
+            cached = [e for e in used if ps.key[e.block] is not None]
+            target = data.draw(st.sampled_from(cached), label="block")
+            blocks = (*uncached[:2], target)
+            keys = tuple(f"x{i}" for i in range(len(blocks)))
+        elif case == "not in use":
+            target = BlockRef(p, data.draw(st.sampled_from(list(ps.free)), label="block"))
+            blocks = (*uncached[:2], target)
+            keys = tuple(f"x{i}" for i in range(len(blocks)))
+        else:
+            e = data.draw(st.sampled_from(uncached), label="block")
+            blocks, keys = (e, e), ("t1", "t2")
+        self.do(CacheBlocks(blocks, keys, pool=p), refused=True)
+
+    def bad_ids_and_keys(self, data: st.DataObject) -> None:
+        """evict_blocks with an id out of range or not an int; get_cached_block, unhashable key."""
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        n = self.ps(p).num_blocks
+        if data.draw(st.booleans(), label="evict"):
+            bad = data.draw(st.sampled_from([-1, -n, n, n + 3, "1", 1.0, True, None]), label="id")
+            good = [e.block for e in self.some_held(p)]
+            self.do(EvictBlocks((*good, bad), pool=p), refused=True)
+        else:
+            self.do(GetCachedBlock(["unhashable"], pool=p), refused=True)
+
+    # -- the invariants, every step ----------------------------------------------------------
+
+    @invariant()
+    def inv_ref(self) -> None:
+        self.check_invariant("INV-REF")
+
+    @invariant()
+    def inv_free(self) -> None:
+        self.check_invariant("INV-FREE")
+
+    @invariant()
+    def inv_null(self) -> None:
+        self.check_invariant("INV-NULL")
+
+    @invariant()
+    def inv_watch(self) -> None:
+        self.check_invariant("INV-WATCH")
+
+    @invariant()
+    def inv_cache(self) -> None:
+        self.check_invariant("INV-CACHE")
+
+    @invariant()
+    def inv_events(self) -> None:
+        self.check_invariant("INV-EVENTS")
+
+    @invariant()
+    def inv_conserve(self) -> None:
+        self.check_invariant("INV-CONSERVE")
+
+    @invariant()
+    def inv_list(self) -> None:
+        self.check_invariant("INV-LIST")
+
+
+assert len(INVARIANT_NAMES) == 8  # one @invariant above per name
+
+
+def build_machine(
+    factory: PoolFactory, config: LockstepConfig = LockstepConfig()
+) -> type[RuleBasedStateMachine]:
+    """A lockstep machine class for pools built by ``factory``, generating per ``config``.
+
+    Run it with ``hypothesis.stateful.run_state_machine_as_test(cls, settings=...)``
+    (or expose ``cls.TestCase`` to unittest/pytest). After a failure, ``cls.last_trace``
+    is the trace of the final (shrunk) failing run.
+    """
+    name = f"Lockstep_{getattr(factory, '__name__', 'target')}_{config.level}"
+    machine: type[_Lockstep] = type(
+        name, (_Lockstep,), {"factory": staticmethod(factory), "config": config}
+    )
+    machine.last_trace = None
+    return machine
+
+
+# -- settings profiles -------------------------------------------------------------------
+
+_COMMON: dict[str, Any] = {
+    "deadline": None,
+    # no "explain" phase: it re-runs the shrunk example many times to annotate lines
+    # of code, which costs more than finding and shrinking the failure together
+    "phases": (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
+    "suppress_health_check": [
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
+}
+
+PROFILES: dict[str, settings] = {
+    # part of `make test`: deterministic, no database, a few hundred short runs
+    "ci": settings(
+        max_examples=200,
+        stateful_step_count=30,
+        derandomize=True,
+        database=None,
+        print_blob=False,
+        **_COMMON,
+    ),
+    # the catalogue check (part of `make test`): ci, with shorter runs per mutant
+    "mutant": settings(
+        max_examples=200,
+        stateful_step_count=16,
+        derandomize=True,
+        database=None,
+        print_blob=False,
+        **_COMMON,
+    ),
+    # a developer's run: random, remembers failures in the local example database
+    "dev": settings(max_examples=1000, stateful_step_count=50, **_COMMON),
+    # `make fuzz`: long runs, resumable from the shared example database
+    "deep": settings(
+        max_examples=20000,
+        stateful_step_count=100,
+        database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
+        **_COMMON,
+    ),
+}
+for _name, _profile in PROFILES.items():
+    settings.register_profile(f"kvpool-{_name}", _profile)
+
+
+def profile(name: str) -> settings:
+    """The settings of profile ``ci``, ``dev`` or ``deep``."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose from {sorted(PROFILES)}")
+    return PROFILES[name]
+
+
+# -- hunting a target (the catalogue check, the oracle) ------------------------------------
+
+
+@dataclass
+class Hunt:
+    """The result of running a machine until it fails or the examples run out."""
+
+    target: str
+    killed: bool
+    rule: str | None
+    """What the final (shrunk) failure names (see :class:`LockstepFailure`), or None."""
+    trace: Trace | None
+    """The final failing run (or the last run, when nothing failed)."""
+    message: str
+    seconds: float
+    steps: int
+    """Lockstep steps (outer and nested calls) made, over every run including shrinking."""
+
+    def summary(self) -> dict[str, object]:
+        """A JSON-ready record: the shortest failing sequence as numbered readable lines."""
+        ops = self.trace.ops() if self.trace is not None and self.killed else []
+        return {
+            "target": self.target,
+            "killed": self.killed,
+            "caught_by": self.rule,
+            "failure": self.message.split("\n--- trace ---")[0] if self.killed else "",
+            "steps_in_minimal_trace": len(ops),
+            "minimal_trace": format_trace(self.trace).splitlines() if self.killed else [],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+MUTANT_FOCUS: dict[str, Any] = {"max_blocks": 8, "max_pools": 2}
+"""Small pools make mutant runs fast and their minimal traces short."""
+
+
+@contextmanager
+def _shrink_budget(max_shrinks: int | None) -> Iterator[None]:
+    """Cap how many times Hypothesis improves a failing example (its default is 500).
+
+    A count, not a time, so that a capped run stays deterministic. Hypothesis has
+    no public setting for this; the engine's module constant is patched for the
+    duration of one run and restored after.
+    """
+    if max_shrinks is None:
+        yield
+        return
+    from hypothesis.internal.conjecture import engine
+
+    saved = engine.MAX_SHRINKS
+    engine.MAX_SHRINKS = max_shrinks
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKS = saved
+
+
+def hunt(
+    factory: PoolFactory,
+    config: LockstepConfig,
+    run_settings: settings | None = None,
+    name: str | None = None,
+    max_shrinks: int | None = None,
+) -> Hunt:
+    """Run the lockstep machine on ``factory``; report the (shrunk) failure, if any.
+
+    ``max_shrinks`` caps the shrinker's successful steps (None: Hypothesis' default).
+    """
+    import time
+
+    from hypothesis.stateful import run_state_machine_as_test
+
+    machine = cast(type[_Lockstep], build_machine(factory, config))
+    counter = [0]
+    original = machine.teardown
+
+    def counting_teardown(self: _Lockstep) -> None:
+        counter[0] += self.steps
+        original(self)
+
+    machine.teardown = counting_teardown  # type: ignore[method-assign]
+    start = time.perf_counter()
+    killed, rule, message = False, None, ""
+    try:
+        with _shrink_budget(max_shrinks):
+            run_state_machine_as_test(machine, settings=run_settings or profile("ci"))
+    except LockstepFailure as failure:
+        killed, rule, message = True, failure.rule, str(failure)
+    except Exception as exc:  # the target broke the machine itself: still a kill
+        killed, rule, message = True, "target crashed", f"{type(exc).__name__}: {exc}"
+    seconds = time.perf_counter() - start
+    return Hunt(
+        target=name or str(getattr(factory, "__name__", repr(factory))),
+        killed=killed,
+        rule=rule,
+        trace=machine.last_trace,
+        message=message,
+        seconds=seconds,
+        steps=counter[0],
+    )
+
+
+def kill(
+    mutant: Any,
+    run_settings: settings | None = None,
+    max_shrinks: int | None = 20,
+    **config: Any,
+) -> Hunt:
+    """Hunt one catalogue mutant (a :class:`kvpool.mutants.Mutant` or its name) at ``robust``.
+
+    Uses the ``mutant`` profile (the ``ci`` profile with shorter runs), small pools
+    (:data:`MUTANT_FOCUS`) and the mutant's own hints.
+    """
+    from kvpool import mutants
+
+    m = mutants.get(mutant) if isinstance(mutant, str) else mutant
+    cfg = impl_config(**{**MUTANT_FOCUS, **dict(m.hints), **config})
+    return hunt(m.pool_class(), cfg, run_settings or profile("mutant"), m.name, max_shrinks)
+
+
+def minimal_trace(mutant: Any, run_settings: settings | None = None) -> Trace:
+    """The shortest failing sequence the ``ci`` profile finds for a catalogue mutant."""
+    result = kill(mutant, run_settings)
+    if not result.killed or result.trace is None:
+        raise LookupError(f"mutant {result.target} survived: no failing trace")
+    return result.trace
+
+
+__all__ = [
+    "ALL_OPS",
+    "MUTANT_FOCUS",
+    "PROFILES",
+    "Hunt",
+    "LockstepConfig",
+    "LockstepFailure",
+    "Trace",
+    "TraceStep",
+    "build_machine",
+    "format_trace",
+    "hunt",
+    "impl_config",
+    "impl_invariants",
+    "impl_state",
+    "kill",
+    "minimal_trace",
+    "profile",
+    "state_diff",
+]
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m kvpool.oracle.machine [PROFILE] [LEVEL]``: lockstep steps per second."""
+    import sys
+
+    from kvpool.impl import BlockPool
+
+    args = sys.argv[1:] if argv is None else argv
+    name = args[0] if args else "ci"
+    level = args[1] if len(args) > 1 else "robust"
+    import time
+
+    cpu = time.process_time()
+    found = hunt(BlockPool, impl_config(level=level), profile(name), name="kvpool.impl")
+    cpu = time.process_time() - cpu
+    rate = found.steps / found.seconds if found.seconds else 0.0
+    print(
+        f"profile {name}, level {level}: {found.steps} lockstep steps in {found.seconds:.2f} s "
+        f"wall ({cpu:.2f} s CPU) = {rate:.0f} steps/s wall, {found.steps / max(cpu, 1e-9):.0f}"
+        f" steps/s CPU; {'FAILED: ' + found.message if found.killed else 'all passed'}"
+    )
+    return 1 if found.killed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -1,0 +1,278 @@
+"""The ``kvpool`` command: check a block pool against the spec.
+
+Exit codes: 0 the target conforms (or the vectors/log match), 1 a violation was
+found, 2 a usage error (a bad option, a target that names nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kvpool.spec.state import PoolState
+
+from .conformance import LEVELS, ReplayResult, SavedTrace, conform, replay
+from .targets import TargetError, resolve
+
+console = Console(stderr=False, highlight=False)
+
+
+def _target(name: str, skip: tuple[str, ...] = ()) -> Any:
+    try:
+        target = resolve(name)
+    except TargetError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except Exception as exc:  # a target that cannot be built at all
+        raise click.UsageError(f"cannot build target {name!r}: {exc}") from exc
+    if skip:
+        target.capabilities = target.capabilities - set(skip)
+        target.skipped = [*target.skipped, *(f"{s}: skipped on request" for s in skip)]
+    return target
+
+
+def _queue(ps: PoolState | None) -> str:
+    if ps is None:
+        return "-"
+    q = " ".join(str(b) + (f"[{ps.key[b]}]" if ps.key[b] is not None else "") for b in ps.free)
+    used = " ".join(f"{b}x{r}" for b, r in enumerate(ps.ref) if r and b)
+    return f"free: {q or '(empty)'}" + (f"  in use: {used}" if used else "")
+
+
+def _fmt(out: Any) -> str:
+    if out is None:
+        return "crashed"
+    if out.error is not None:
+        return f"! {out.error.value}"
+    text = "ok" if out.value is None else repr(out.value)
+    if out.fired:
+        text += " fired " + " ".join(f"w{f.watcher}@{f.pool}:{f.block}" for f in out.fired)
+    return text
+
+
+def render(result: ReplayResult, title: str) -> Table:
+    """The steps as a table: call, expected against observed, the free queue after it."""
+    table = Table(title=title, show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("call")
+    table.add_column("spec")
+    table.add_column("target")
+    table.add_column("free queue after (spec / target)")
+    bad = result.divergence.step if result.divergence else -1
+    for i, s in enumerate(result.steps, 1):
+        style = "bold red" if i == bad else None
+        if s.call is None:
+            table.add_row(str(i), f"[dim]{s.note}[/dim]", "", "", "", style=style)
+            continue
+        tgt = "same" if s.observed == s.expected else _fmt(s.observed)
+        pools = range(len(s.spec_state))
+        lines = []
+        for p in pools:
+            line = f"p{p} {_queue(s.spec_state[p])}"
+            theirs = s.target_state[p]
+            if theirs is not None and theirs.snapshot() != s.spec_state[p].snapshot():
+                line += f"\n   target {_queue(theirs)}"
+            lines.append(line)
+        queues = "\n".join(lines)
+        table.add_row(str(i), repr(s.call), _fmt(s.expected), tgt, queues, style=style)
+    return table
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """kvpool: a reference KV-cache block pool and a conformance oracle for other pools."""
+
+
+@main.command("conform")
+@click.option(
+    "--target",
+    "-t",
+    "target_name",
+    required=True,
+    help="reference | spec | vllm[==X.Y.Z] | python:module:Name | cmd:COMMAND",
+)
+@click.option("--level", type=click.Choice(LEVELS), default="exact", show_default=True)
+@click.option("--examples", "-n", type=click.IntRange(1), default=200, show_default=True)
+@click.option(
+    "--steps", type=click.IntRange(1), default=30, show_default=True, help="calls per example"
+)
+@click.option("--seed", type=int, default=None, help="random seed (default: derandomized)")
+@click.option("--max-blocks", type=click.IntRange(1), default=16, show_default=True)
+@click.option("--skip", multiple=True, help="a capability not to test (e.g. UnpinBlocks)")
+@click.option(
+    "--json",
+    "json_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="write the report as JSON here",
+)
+@click.option(
+    "--save-trace",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="save the minimal failing trace as JSON in this directory",
+)
+def conform_cmd(
+    target_name: str,
+    level: str,
+    examples: int,
+    steps: int,
+    seed: int | None,
+    max_blocks: int,
+    skip: tuple[str, ...],
+    json_file: str | None,
+    save_trace: str | None,
+) -> None:
+    """Search for the shortest trace on which TARGET parts from the spec."""
+    target = _target(target_name, skip)
+    console.print(
+        f"[bold]kvpool conform[/bold] {target.name} at [bold]{level}[/bold]: "
+        f"{examples} examples of up to {steps} calls"
+    )
+    for s in target.skipped:
+        console.print(f"  [yellow]skipped[/yellow] {s}")
+    with console.status("searching (then shrinking any failure)..."):
+        report = conform(target, level, examples, seed, steps, max_blocks)
+    if report.conforms:
+        console.print(
+            f"[green]conforms[/green] at {level}: no violation in {examples} "
+            f"examples ({report.seconds:.1f}s)"
+        )
+    else:
+        console.print(f"[red]VIOLATION[/red] of [bold]{report.rule}[/bold] ({report.seconds:.1f}s)")
+        console.print(report.message.split("\n--- trace ---")[0])
+        if report.trace is not None:
+            result = replay(report.trace, _target(target_name, skip), level, stop=False)
+            console.print(render(result, "minimal trace"))
+    if json_file:
+        Path(json_file).write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        console.print(f"report written to {json_file}")
+    if save_trace and report.trace is not None:
+        name = f"{target.name.replace(':', '_').replace('/', '_')}-{level}.json"
+        path = report.trace.save(Path(save_trace) / name)
+        console.print(f"trace saved to {path}  (kvpool replay {path} --target {target_name})")
+    sys.exit(0 if report.conforms else 1)
+
+
+@main.command("replay")
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+@click.option("--target", "-t", "target_name", required=True)
+@click.option("--level", type=click.Choice(LEVELS), default=None)
+def replay_cmd(trace: str, target_name: str, level: str | None) -> None:
+    """Reproduce a saved TRACE on a target; exit 1 if it still diverges."""
+    saved = _load(trace)
+    result = replay(saved, _target(target_name), level, stop=False)
+    console.print(render(result, f"{trace} on {target_name}"))
+    _verdict(result)
+
+
+@main.command("show")
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+def show_cmd(trace: str) -> None:
+    """Render a saved TRACE step by step, on the spec."""
+    saved = _load(trace)
+    if saved.violation:
+        console.print(
+            f"recorded violation: [bold]{saved.violation.get('rule')}[/bold] "
+            f"on {saved.target} at {saved.level}"
+        )
+    result = replay(saved, None, saved.level, stop=False)
+    console.print(render(result, trace))
+    for n, step in enumerate(saved.steps, 1):
+        if "call" in step and step.get("observed") != step.get("expected"):
+            console.print(f"step {n}: recorded target outcome {step.get('observed')}")
+
+
+def _load(path: str) -> SavedTrace:
+    try:
+        return SavedTrace.load(path)
+    except (ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise click.UsageError(f"{path}: {exc}") from exc
+
+
+def _verdict(result: ReplayResult) -> None:
+    if result.divergence is None:
+        console.print("[green]no divergence[/green]")
+        sys.exit(0)
+    d = result.divergence
+    console.print(f"[red]diverges[/red] at step {d.step}: [bold]{d.rule}[/bold]: {d.detail}")
+    sys.exit(1)
+
+
+@main.group("vectors")
+def vectors_group() -> None:
+    """Golden vectors: fixed traces with their expected results."""
+
+
+@vectors_group.command("check")
+@click.option("--dir", "where", type=click.Path(file_okay=False), default=None)
+def vectors_check(where: str | None) -> None:
+    """Confirm every vector still matches the spec."""
+    from .vectors import check_vectors
+
+    bad = check_vectors(where)
+    for name, d in bad:
+        console.print(f"[red]{name}[/red]: step {d.step}: {d.rule}: {d.detail}")
+    console.print(f"{'[green]all vectors match[/green]' if not bad else '[red]mismatch[/red]'}")
+    sys.exit(1 if bad else 0)
+
+
+@vectors_group.command("run")
+@click.option("--target", "-t", "target_name", required=True)
+@click.option("--dir", "where", type=click.Path(file_okay=False), default=None)
+def vectors_run(target_name: str, where: str | None) -> None:
+    """Run every vector against a target (no Hypothesis)."""
+    from .vectors import run_vectors
+
+    target = _target(target_name)
+    results = run_vectors(target, where)
+    failed = 0
+    for name, d in results:
+        if d is not None:
+            failed += 1
+            console.print(f"[red]{name}[/red]: step {d.step}: {d.rule}: {d.detail}")
+    console.print(f"{len(results) - failed}/{len(results)} vectors pass on {target.name}")
+    sys.exit(1 if failed else 0)
+
+
+@main.command("check-log")
+@click.argument("log", type=click.Path(exists=True, dir_okay=False))
+def check_log_cmd(log: str) -> None:
+    """Replay a log written by kvpool.oracle.record() against the spec."""
+    from .tracelog import check_log
+
+    result = check_log(log)
+    if result.divergence is None:
+        console.print(f"[green]the log conforms[/green]: {result.calls} calls")
+        sys.exit(0)
+    d = result.divergence
+    for line in result.context:
+        console.print(f"  {line}")
+    console.print(f"[red]diverges[/red] at call {d.step}: [bold]{d.rule}[/bold]: {d.detail}")
+    sys.exit(1)
+
+
+try:  # helper E's teaching aid
+    from .play import main as _play_main
+
+    @main.command(
+        "play",
+        # --help/-h go to play's own parser, which knows its options.
+        context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    )
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def play_cmd(args: tuple[str, ...]) -> None:
+        """Step through pool operations on the spec and the reference pool."""
+        sys.exit(_play_main(list(args)))
+
+except ImportError:  # pragma: no cover
+    pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,549 @@
+"""Conformance runs: lockstep search with shrinking, JSON traces, and deterministic replay.
+
+:func:`conform` points helper A's lockstep machine (:mod:`.machine`) at a
+:class:`~.targets.Target` at one level and returns a :class:`Report`; the machine is
+subclassed here only to honour capabilities the machine has no switch for
+(``evict_first``) and to record watcher scripts as data, so that a saved trace can be
+replayed exactly (:func:`replay`). A trace file is JSON (schema ``kvpool-trace/1``,
+see :func:`trace_to_json`): the pools, then each step's call, the spec's outcome and
+the target's, and the calls watchers made from inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.errors import Flaky
+from hypothesis.stateful import run_state_machine_as_test
+
+from kvpool.spec.errors import ErrorKind
+from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored
+from kvpool.spec.invariants import INVARIANTS, check_pool
+from kvpool.spec.ops import OP_CLASSES, BlockRef, Firing, FreeBlocks, GetNewBlocks, Op, Outcome
+from kvpool.spec.state import PoolState, World
+
+from .driver import Driver, WatcherAction
+from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine, state_diff
+from .targets import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
+
+TRACE_SCHEMA = "kvpool-trace/1"
+LEVELS = ("safety", "exact", "robust")
+
+# -- JSON encoding of spec values ---------------------------------------------------------
+
+_EVENTS = {
+    "BlockStored": BlockStored,
+    "BlockRemoved": BlockRemoved,
+    "AllBlocksCleared": AllBlocksCleared,
+}
+_OPS = {cls.__name__: cls for cls in OP_CLASSES}
+
+
+def enc(v: object) -> Any:
+    """A spec value as JSON: plain scalars as themselves, everything else tagged."""
+    if v is None or isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, float):
+        return {"t": "float", "v": repr(v)}
+    if isinstance(v, BlockRef):
+        return {"t": "ref", "v": [v.pool, v.block]}
+    if isinstance(v, Firing):
+        return {"t": "firing", "v": list(v)}
+    if isinstance(v, BlockStored):
+        return {"t": "BlockStored", "v": [enc(k) for k in v.keys]}
+    if isinstance(v, BlockRemoved):
+        return {"t": "BlockRemoved", "v": enc(v.key)}
+    if isinstance(v, AllBlocksCleared):
+        return {"t": "AllBlocksCleared"}
+    if isinstance(v, tuple):
+        return {"t": "tuple", "v": [enc(x) for x in v]}
+    if isinstance(v, list):
+        return {"t": "list", "v": [enc(x) for x in v]}
+    if isinstance(v, dict):
+        return {"t": "dict", "v": [[enc(k), enc(x)] for k, x in v.items()]}
+    if isinstance(v, ErrorKind):
+        return v.value
+    return {"t": "repr", "v": repr(v)}
+
+
+def dec(v: Any) -> object:
+    if not isinstance(v, dict):
+        return v
+    t = v.get("t")
+    x: Any = v.get("v")
+    if t == "float":
+        return float(x)
+    if t == "ref":
+        return BlockRef(int(x[0]), int(x[1]))
+    if t == "firing":
+        return Firing(*x)
+    if t == "BlockStored":
+        return BlockStored(tuple(dec(k) for k in x))
+    if t == "BlockRemoved":
+        return BlockRemoved(dec(x))
+    if t == "AllBlocksCleared":
+        return AllBlocksCleared()
+    if t == "tuple":
+        return tuple(dec(i) for i in x)
+    if t == "list":
+        return [dec(i) for i in x]
+    if t == "dict":
+        return {dec(k): dec(i) for k, i in x}
+    return x  # a repr: kept as text
+
+
+def op_to_json(op: Op) -> dict[str, Any]:
+    fields = {k: enc(getattr(op, k)) for k in op.__dataclass_fields__}
+    return {"op": type(op).__name__, **fields}
+
+
+def op_from_json(d: dict[str, Any]) -> Op:
+    name = d.get("op")
+    if name not in _OPS:
+        raise ValueError(f"unknown operation {name!r}")
+    cls = _OPS[name]
+    args = {k: dec(v) for k, v in d.items() if k != "op"}
+    return cls(**args)  # type: ignore[arg-type]
+
+
+def outcome_to_json(out: Outcome | None) -> dict[str, Any] | None:
+    if out is None:
+        return None
+    return {
+        "value": enc(out.value),
+        "error": out.error.value if out.error else None,
+        "fired": [list(f) for f in out.fired],
+    }
+
+
+def outcome_from_json(d: dict[str, Any] | None) -> Outcome | None:
+    if d is None:
+        return None
+    return Outcome(
+        value=dec(d.get("value")),
+        error=ErrorKind(d["error"]) if d.get("error") else None,
+        fired=tuple(Firing(*f) for f in d.get("fired", ())),
+    )
+
+
+def action_to_json(wid: int, action: WatcherAction | None) -> dict[str, Any]:
+    return {
+        "watcher": wid,
+        "raise": bool(action and action.raise_error),
+        "call": op_to_json(action.op) if action and action.op else None,
+    }
+
+
+@dataclass
+class SavedTrace:
+    """A trace as saved: pools, steps, and watcher scripts (step index -> action)."""
+
+    pools: list[tuple[int, bool, bool]]
+    steps: list[dict[str, Any]]
+    target: str = ""
+    level: str = "exact"
+    violation: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": TRACE_SCHEMA,
+            "target": self.target,
+            "level": self.level,
+            "pools": [list(p) for p in self.pools],
+            "steps": self.steps,
+            "violation": self.violation,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SavedTrace:
+        if d.get("schema") != TRACE_SCHEMA:
+            raise ValueError(f"not a {TRACE_SCHEMA} trace (schema {d.get('schema')!r})")
+        return cls(
+            pools=[(int(n), bool(c), bool(e)) for n, c, e in d["pools"]],
+            steps=list(d["steps"]),
+            target=d.get("target", ""),
+            level=d.get("level", "exact"),
+            violation=d.get("violation"),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> SavedTrace:
+        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        return p
+
+
+def trace_to_saved(
+    trace: Trace,
+    actions: dict[int, tuple[int, WatcherAction | None]],
+    target: str,
+    level: str,
+    violation: dict[str, Any] | None,
+) -> SavedTrace:
+    steps: list[dict[str, Any]] = []
+    for i, s in enumerate(trace.steps):
+        if s.op is None:
+            wid, action = actions.get(i, (-1, None))
+            steps.append({"note": s.note, "script": action_to_json(wid, action)})
+            continue
+        steps.append(
+            {
+                "call": op_to_json(s.op),
+                "expected": outcome_to_json(s.spec),
+                "observed": outcome_to_json(s.target),
+                "nested": [
+                    {
+                        "call": op_to_json(o),
+                        "expected": outcome_to_json(e),
+                        "observed": outcome_to_json(t),
+                    }
+                    for o, e, t in s.nested
+                ],
+            }
+        )
+    return SavedTrace(list(trace.pools), steps, target, level, violation)
+
+
+# -- the lockstep run -------------------------------------------------------------------------
+
+
+def lockstep_config(
+    target: Target,
+    level: str,
+    max_blocks: int = 16,
+    check_every: int = 1,
+    max_pools: int = 3,
+    **overrides: Any,
+) -> LockstepConfig:
+    caps = set(target.capabilities)
+    ops = {c for c in caps if c in METHODS}
+    if DROP_POOL in caps:
+        ops.add("DropPool")
+    multi = MULTI_POOL in caps
+    if not multi:
+        overrides["max_pools"] = 1
+    return replace(
+        LockstepConfig(
+            level=level,  # type: ignore[arg-type]
+            max_blocks=max_blocks,
+            max_pools=max_pools,
+            capabilities=frozenset(ops),
+            state_check=target.state_check,
+            target_invariants=target.target_invariants,
+            check_every=check_every,
+        ),
+        **overrides,
+    )
+
+
+def relabel(ps: PoolState, a: int, b: int) -> None:
+    """Swap the names of blocks ``a`` and ``b`` in a spec state (everything else kept)."""
+    if a == b:
+        return
+    name = {a: b, b: a}
+
+    def m(x: int) -> int:
+        return name.get(x, x)
+
+    ps.ref[a], ps.ref[b] = ps.ref[b], ps.ref[a]
+    ps.key[a], ps.key[b] = ps.key[b], ps.key[a]
+    ps.free = OrderedDict.fromkeys(m(x) for x in ps.free)
+    ps.index = {k: dict.fromkeys(m(x) for x in holders) for k, holders in ps.index.items()}
+    ps.pending = {m(x): ws for x, ws in ps.pending.items()}
+
+
+def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
+    """A lockstep machine for ``target`` that honours its capabilities and records scripts."""
+    base = build_machine(target.factory, config)
+    evict_first = EVICT_FIRST in target.capabilities
+
+    def do(self: Any, op: Op, *, refused: bool = False) -> Outcome:
+        if isinstance(op, FreeBlocks) and op.evict_first is not False and not evict_first:
+            if op.evict_first is not True:
+                return Outcome()  # a bad evict_first: not expressible on this target
+            op = replace(op, evict_first=False)
+        expected: Outcome = base.do(self, op, refused=refused)  # type: ignore[attr-defined]
+        if config.level == "safety" and isinstance(op, GetNewBlocks) and expected.ok:
+            # Any eviction order is allowed: rename the spec's blocks after the target's
+            # choice, so the requests hold what the target handed out. Both sides then
+            # agree on which blocks are free and in use (their keys may differ, which
+            # safety does not compare); the target's INV-* are checked on its own state.
+            observed = self.trace.steps[-1].target
+            if observed is not None and observed.ok and observed.value != expected.value:
+                ps = self.world.pools[op.pool]
+                todo = list(expected.value)  # type: ignore[call-overload]
+                for i, t in enumerate(observed.value):
+                    s_id = todo[i]
+                    relabel(ps, s_id, t)
+                    todo = [t if x == s_id else s_id if x == t else x for x in todo]
+                expected = replace(expected, value=observed.value)
+        return expected
+
+    def arm(self: Any, wid: int, action: WatcherAction | None, pool: int, text: str) -> None:
+        base.arm(self, wid, action, pool, text)  # type: ignore[attr-defined]
+        type(self).last_actions[len(self.trace.steps) - 1] = (wid, action)
+
+    def init(self: Any) -> None:
+        base.__init__(self)
+        type(self).last_actions = {}
+
+    return type(
+        base.__name__, (base,), {"do": do, "arm": arm, "__init__": init, "last_actions": {}}
+    )
+
+
+@dataclass
+class Report:
+    """The result of one ``kvpool conform`` run."""
+
+    target: str
+    level: str
+    conforms: bool
+    rule: str | None
+    message: str
+    examples: int
+    seed: int | None
+    seconds: float
+    skipped: list[str] = field(default_factory=list)
+    trace: SavedTrace | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "level": self.level,
+            "conforms": self.conforms,
+            "violated": self.rule,
+            "message": self.message.split("\n--- trace ---")[0],
+            "examples": self.examples,
+            "seed": self.seed,
+            "seconds": round(self.seconds, 3),
+            "skipped": self.skipped,
+            "trace": self.trace.to_json() if self.trace else None,
+        }
+
+
+def run_settings(
+    examples: int, steps: int = 30, seed: int | None = None, shrink: bool = True
+) -> settings:
+    phases = [Phase.explicit, Phase.generate, Phase.target]
+    if shrink:
+        phases.append(Phase.shrink)
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=None,
+        derandomize=seed is None,
+        print_blob=False,
+        report_multiple_bugs=False,
+        phases=phases,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def conform(
+    target: Target,
+    level: str = "exact",
+    examples: int = 200,
+    seed: int | None = None,
+    steps: int = 30,
+    max_blocks: int = 16,
+    check_every: int = 1,
+    **overrides: Any,
+) -> Report:
+    """Search for a trace on which ``target`` parts from the spec at ``level``."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    config = lockstep_config(target, level, max_blocks, check_every, **overrides)
+    machine = oracle_machine(target, config)
+    if seed is not None:
+        machine._hypothesis_internal_use_seed = seed
+    start = time.perf_counter()
+    rule, message = None, ""
+    try:
+        run_state_machine_as_test(machine, settings=run_settings(examples, steps, seed))
+    except LockstepFailure as failure:
+        rule, message = failure.rule, str(failure)
+    except Flaky as exc:
+        rule, message = "flaky", f"the target does not behave the same on the same calls: {exc}"
+    except Exception as exc:  # the target broke the machine itself
+        rule, message = "target crashed", f"{type(exc).__name__}: {exc}"
+    seconds = time.perf_counter() - start
+    saved = None
+    if rule is not None and machine.last_trace is not None:
+        saved = trace_to_saved(
+            machine.last_trace,
+            machine.last_actions,
+            target.name,
+            level,
+            {"rule": rule, "message": message.split("\n--- trace ---")[0]},
+        )
+    return Report(
+        target.name,
+        level,
+        rule is None,
+        rule,
+        message,
+        examples,
+        seed,
+        seconds,
+        list(target.skipped),
+        saved,
+    )
+
+
+# -- replay ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Divergence:
+    """Where a replay parted from the spec (or from the saved expectations)."""
+
+    step: int
+    rule: str
+    detail: str
+
+
+@dataclass
+class ReplayStep:
+    call: Op | None
+    note: str
+    expected: Outcome | None
+    observed: Outcome | None
+    spec_state: list[PoolState]
+    target_state: list[PoolState | None]
+
+
+@dataclass
+class ReplayResult:
+    steps: list[ReplayStep]
+    divergence: Divergence | None
+
+
+def _compare(op: Op, exp: Outcome, obs: Outcome, level: str) -> tuple[str, str] | None:
+    if exp.error != obs.error:
+        return "error kind differs", f"{op!r}: spec {exp.error}, target {obs.error}"
+    if level == "safety":
+        return None
+    if exp.value != obs.value:
+        return "result differs", f"{op!r}: spec {exp.value!r}, target {obs.value!r}"
+    if exp.fired != obs.fired:
+        return "fired differs", f"{op!r}: spec {exp.fired}, target {obs.fired}"
+    return None
+
+
+def replay(
+    saved: SavedTrace, target: Target | None = None, level: str | None = None, stop: bool = True
+) -> ReplayResult:
+    """Run a saved trace on the spec (and on ``target``, when given) step by step.
+
+    Without a target, the spec's outcomes are compared to the trace's ``expected``
+    ones (that is how golden vectors are checked). With one, the target's outcomes and
+    states are compared to the spec's, as in the lockstep run.
+    """
+    level = level or saved.level
+    world = World.of(*(PoolState.initial(n, c, e) for n, c, e in saved.pools))
+    driver = Driver(target.factory, list(saved.pools)) if target else None
+    out: list[ReplayStep] = []
+    divergence: Divergence | None = None
+
+    def states() -> tuple[list[PoolState], list[PoolState | None]]:
+        spec = [p.copy() for p in world.pools]
+        tgt: list[PoolState | None] = []
+        for i in range(len(saved.pools)):
+            reader = target.state_check if target is not None else None
+            ok = driver is not None and reader is not None and world.alive[i]
+            tgt.append(reader(driver, i) if ok and reader and driver else None)
+        return spec, tgt
+
+    for n, step in enumerate(saved.steps, 1):
+        if "script" in step:
+            sc = step["script"]
+            if driver is not None and sc.get("watcher", -1) >= 0:
+                call = op_from_json(sc["call"]) if sc.get("call") else None
+                driver.set_action(sc["watcher"], WatcherAction(bool(sc.get("raise")), call))
+            s, t = states()
+            out.append(ReplayStep(None, step.get("note", ""), None, None, s, t))
+            continue
+        op = op_from_json(step["call"])
+        expected = world.apply(op)
+        problem: tuple[str, str] | None = None
+        if driver is None:
+            observed = outcome_from_json(step.get("expected"))
+            nested_obs = [outcome_from_json(x.get("expected")) for x in step.get("nested", ())]
+            nested_ops = [op_from_json(x["call"]) for x in step.get("nested", ())]
+        else:
+            try:
+                observed = driver.execute(op)
+            except Exception as exc:
+                observed = None
+                problem = ("target crashed", f"{op!r}: {type(exc).__name__}: {exc}")
+            nested_ops = [o for o, _ in driver.nested]
+            nested_obs = [o for _, o in driver.nested]
+        nested_exp = [world.apply(o) for o in nested_ops]
+        if problem is None and observed is not None:
+            problem = _compare(op, expected, observed, level)
+            for o, e, b in zip(nested_ops, nested_exp, nested_obs, strict=True):
+                if problem is None and b is not None:
+                    problem = _compare(o, e, b, level)
+        s, t = states()
+        out.append(ReplayStep(op, "", expected, observed, s, t))
+        if problem is None:
+            for i, ps in enumerate(s):
+                if not world.alive[i]:
+                    continue
+                viol = check_pool(ps)
+                if viol:
+                    problem = (viol[0].invariant, f"the spec broke it: {viol[0]}")
+                    break
+                tps = t[i]
+                if tps is not None:
+                    tv = (
+                        target.target_invariants(driver, i)  # type: ignore[arg-type]
+                        if target and target.target_invariants
+                        else check_pool(tps)
+                    )
+                    if tv:
+                        problem = (tv[0].invariant, f"target pool {i}: {tv[0]}")
+                        break
+                    if level != "safety" and tps.snapshot() != ps.snapshot():
+                        problem = ("state differs", f"pool {i}: {state_diff(ps, tps)}")
+                        break
+        if problem is not None and divergence is None:
+            divergence = Divergence(n, *problem)
+            if stop:
+                break
+    return ReplayResult(out, divergence)
+
+
+def rule_names() -> list[str]:
+    return [*INVARIANTS, "INV-LIST"]
+
+
+__all__ = [
+    "LEVELS",
+    "TRACE_SCHEMA",
+    "Divergence",
+    "ReplayResult",
+    "Report",
+    "SavedTrace",
+    "TraceStep",
+    "conform",
+    "dec",
+    "enc",
+    "lockstep_config",
+    "op_from_json",
+    "op_to_json",
+    "oracle_machine",
+    "replay",
+]

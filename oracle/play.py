@@ -1,0 +1,556 @@
+"""``kvpool play``: type pool operations, watch the pool redrawn after each one.
+
+Every command runs on the executable spec and on a concrete pool (kvpool's own
+``BlockPool`` unless ``--impl`` names another class with vLLM's API) side by side.
+After each command the session draws the free queue, every block's reference
+count, key and pending watchers, says what the call returned or why it was
+refused, which watchers fired, whether spec and pool still agree, and, for a
+refused call, which invariants a pool that skipped the check would have broken.
+
+Interactive on a terminal; with ``--script FILE`` or a non-terminal stdin it reads
+one command per line and echoes each, so sessions can be tested and pasted into
+docs. The exit status is 0 when spec and pool agreed and every invariant held
+throughout, 1 otherwise, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import shlex
+import sys
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from kvpool.impl.bridge import abstract, check_invariants
+from kvpool.spec.errors import ErrorKind
+from kvpool.spec.invariants import Violation, check_pool
+from kvpool.spec.ops import (
+    CacheBlocks,
+    EvictBlocks,
+    FreeBlocks,
+    GetCachedBlock,
+    GetNewBlocks,
+    GetNumFreeBlocks,
+    GetUsage,
+    IsBlockWritable,
+    Op,
+    Outcome,
+    ResetPrefixCache,
+    TakeEvents,
+    Touch,
+    UnpinBlocks,
+)
+from kvpool.spec.state import NULL_BLOCK, PoolState, World
+
+from .driver import Driver
+from .render import text_in_use
+
+HELP = """\
+Operations (block lists are ids; the null block is 0):
+  get N               get_new_blocks(N)
+  free B...           free_blocks([B...])
+  free! B...          free_blocks([B...], evict_first=True)
+  touch B...          touch([B...])
+  unpin B... wID      unpin_blocks([B...], on_reuse=watcher ID)
+  cache B K [B K...]  cache_blocks([B...], [K...])   (keys are strings)
+  lookup K            get_cached_block(K)
+  evict B...          evict_blocks([B...])
+  reset               reset_prefix_cache()
+  writable B          is_block_writable(B)
+  events              take_events()
+Session:
+  undo                take back the last operation
+  new N [nocache] [noevents]   start again with a pool of N blocks
+  show                redraw the pool
+  help                this text
+  quit                leave (also: exit, Ctrl-D)"""
+
+
+class UsageError(Exception):
+    """A command the session cannot parse."""
+
+
+def _ints(tokens: Sequence[str], what: str = "block id") -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in tokens)
+    except ValueError:
+        raise UsageError(f"every {what} must be an integer, got {' '.join(tokens)!r}") from None
+
+
+def parse(line: str) -> Op | str | None:
+    """The operation a command line names, a session command's name, or None for a blank line."""
+    try:
+        words = shlex.split(line, comments=True)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not words:
+        return None
+    cmd, args = words[0].lower(), words[1:]
+    if cmd in ("help", "?", "undo", "show", "quit", "exit"):
+        if args:
+            raise UsageError(f"{cmd} takes no arguments")
+        return "quit" if cmd == "exit" else "help" if cmd == "?" else cmd
+    if cmd == "new":
+        return "new"
+    if cmd == "get":
+        if len(args) != 1:
+            raise UsageError("usage: get N")
+        return GetNewBlocks(_ints(args, "count")[0])
+    if cmd in ("free", "free!"):
+        return FreeBlocks(_ints(args), evict_first=cmd == "free!")
+    if cmd == "touch":
+        return Touch(_ints(args))
+    if cmd == "unpin":
+        if not args or not args[-1].lower().startswith("w"):
+            raise UsageError("usage: unpin B... wID   (e.g. unpin 3 w1)")
+        (wid,) = _ints([args[-1][1:]], "watcher id")
+        return UnpinBlocks(_ints(args[:-1]), wid)
+    if cmd == "cache":
+        if not args or len(args) % 2:
+            raise UsageError("usage: cache B K [B K ...]   (e.g. cache 1 a 2 b)")
+        return CacheBlocks(_ints(args[0::2]), tuple(args[1::2]))
+    if cmd == "lookup":
+        if len(args) != 1:
+            raise UsageError("usage: lookup K")
+        return GetCachedBlock(args[0])
+    if cmd == "evict":
+        return EvictBlocks(_ints(args))
+    if cmd == "reset":
+        return ResetPrefixCache()
+    if cmd == "writable":
+        if len(args) != 1:
+            raise UsageError("usage: writable B")
+        return IsBlockWritable(_ints(args)[0])
+    if cmd == "events":
+        return TakeEvents()
+    raise UsageError(f"unknown command {cmd!r} (type help)")
+
+
+def describe_op(op: Op) -> str:
+    """The vLLM-API call an operation stands for."""
+    if isinstance(op, GetNewBlocks):
+        return f"get_new_blocks({op.n})"
+    if isinstance(op, FreeBlocks):
+        ids = [getattr(b, "block", b) for b in op.blocks]
+        return f"free_blocks({ids}{', evict_first=True' if op.evict_first else ''})"
+    if isinstance(op, Touch):
+        return f"touch({[getattr(b, 'block', b) for b in op.blocks]})"
+    if isinstance(op, UnpinBlocks):
+        ids = [getattr(b, "block", b) for b in op.blocks]
+        return f"unpin_blocks({ids}, on_reuse=w{op.watcher})"
+    if isinstance(op, CacheBlocks):
+        ids = [getattr(b, "block", b) for b in op.blocks]
+        return f"cache_blocks({ids}, {list(op.keys)})"
+    if isinstance(op, GetCachedBlock):
+        return f"get_cached_block({op.key!r})"
+    if isinstance(op, EvictBlocks):
+        return f"evict_blocks({list(op.block_ids)})"
+    if isinstance(op, IsBlockWritable):
+        return f"is_block_writable({getattr(op.block, 'block', op.block)})"
+    if isinstance(op, ResetPrefixCache):
+        return "reset_prefix_cache()"
+    if isinstance(op, TakeEvents):
+        return "take_events()"
+    if isinstance(op, GetNumFreeBlocks):
+        return "get_num_free_blocks()"
+    if isinstance(op, GetUsage):
+        return "get_usage()"
+    return repr(op)
+
+
+# -- what a pool that skipped the check would have done --------------------------------------
+
+
+def unguarded(ps: PoolState, op: Op) -> PoolState | None:
+    """The state a pool without argument checks would reach, for the refusals that matter.
+
+    A sketch of an unguarded pool (vLLM's own code has no such checks): release
+    decrements and queues a block when its count hits exactly 0; caching
+    overwrites a key without fixing the index. None when there is nothing to
+    sketch (the call would fail anyway, or names blocks that do not exist).
+    """
+    after = ps.copy()
+
+    def ids(entries: Iterable[object]) -> list[int] | None:
+        out = []
+        for e in entries:
+            b = getattr(e, "block", e)
+            if type(b) is not int or not 0 <= b < ps.num_blocks:
+                return None
+            out.append(b)
+        return out
+
+    if isinstance(op, (FreeBlocks, UnpinBlocks)):
+        blocks = ids(op.blocks)
+        if blocks is None:
+            return None
+        for b in blocks:
+            if isinstance(op, FreeBlocks) and b == NULL_BLOCK:
+                continue
+            after.ref[b] -= 1
+            if isinstance(op, UnpinBlocks):
+                pending = after.pending.setdefault(b, [])
+                if op.watcher not in pending:
+                    pending.append(op.watcher)  # type: ignore[arg-type]
+                    after.registered += 1
+            if after.ref[b] == 0:
+                after.free[b] = None
+        return after
+    if isinstance(op, CacheBlocks):
+        blocks = ids(op.blocks)
+        if blocks is None or len(blocks) != len(op.keys):
+            return None
+        keys: list[Hashable] = []
+        for k in op.keys:
+            try:
+                hash(k)
+            except TypeError:
+                return None
+            if k is None:
+                return None
+            keys.append(k)
+        for b, k in zip(blocks, keys, strict=True):
+            after.key[b] = k
+            after.index.setdefault(k, {})[b] = None
+        if after.events_on:
+            after.view.update(keys)
+        return after
+    if isinstance(op, EvictBlocks):
+        blocks = ids(op.block_ids)
+        if blocks is None:
+            return None
+        return after  # nothing is cached on the null block: evicting it is a no-op
+    return None
+
+
+def would_break(ps: PoolState, op: Op) -> list[Violation] | None:
+    """The invariants an unguarded pool would break with ``op`` (None: nothing to sketch)."""
+    after = unguarded(ps, op)
+    return None if after is None else check_pool(after)
+
+
+# -- the session ------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    op: Op
+    spec: Outcome
+    impl: Outcome
+    agree: bool
+    differences: list[str] = field(default_factory=list)
+
+
+Factory = Callable[[int, bool, bool], Any]
+
+
+class Session:
+    """A spec world and a concrete pool, driven by the same operations."""
+
+    def __init__(
+        self,
+        num_blocks: int = 8,
+        caching: bool = True,
+        events: bool = True,
+        factory: Factory | None = None,
+    ) -> None:
+        if factory is None:
+            from kvpool.impl import BlockPool
+
+            factory = BlockPool
+        self.factory: Factory = factory
+        self.config = (num_blocks, caching, events)
+        self.history: list[Op] = []
+        self.world = World.single(*self.config)
+        self.driver = Driver(factory, [self.config])
+
+    def restart(self, num_blocks: int, caching: bool, events: bool) -> None:
+        self.config = (num_blocks, caching, events)
+        self.history = []
+        self.world = World.single(*self.config)
+        self.driver = Driver(self.factory, [self.config])
+
+    @property
+    def spec_state(self) -> PoolState:
+        return self.world.pools[0]
+
+    def impl_state(self) -> PoolState:
+        return abstract(self.driver.pool(0))
+
+    def impl_violations(self) -> list[Violation]:
+        pool = self.driver.pool(0)
+        if hasattr(pool, "free_block_queue") and hasattr(pool, "_index"):
+            return check_invariants(pool)
+        return check_pool(self.impl_state())
+
+    def apply(self, op: Op) -> Step:
+        spec = self.world.apply(op)
+        impl = self.driver.execute(op)
+        differences = []
+        if (spec.value, spec.error, spec.fired) != (impl.value, impl.error, impl.fired):
+            differences.append(f"the spec returned {_outcome(spec)}, the pool {_outcome(impl)}")
+        a, b = self.spec_state.snapshot(), self.impl_state().snapshot()
+        if a != b:
+            differences.append("their states differ: spec " + self.spec_state.describe())
+            differences.append("                     pool " + self.impl_state().describe())
+        self.history.append(op)
+        return Step(op, spec, impl, not differences, differences)
+
+    def undo(self) -> bool:
+        if not self.history:
+            return False
+        replay = self.history[:-1]
+        self.restart(*self.config)
+        for op in replay:
+            self.apply(op)
+        return True
+
+
+def _outcome(o: Outcome) -> str:
+    if o.error is not None:
+        return f"refused: {o.error.value}"
+    fired = f", fired {list(o.fired)}" if o.fired else ""
+    return f"{o.value!r}{fired}"
+
+
+# -- drawing ----------------------------------------------------------------------------------
+
+
+def pool_table(ps: PoolState) -> Table:
+    """Every block as a row: where it is, ref_cnt, key, pending watchers, writable."""
+    position = {b: i for i, b in enumerate(ps.free)}
+    table = Table(title=None, show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("block", "where", "ref_cnt", "key", "watchers", "writable"):
+        table.add_column(col)
+    for b in range(ps.num_blocks):
+        if b == NULL_BLOCK:
+            table.add_row("0", "null block", "-", "-", "-", "-", style="dim")
+            continue
+        where = f"free #{position[b]}" if b in position else "in use"
+        key = "" if ps.key[b] is None else str(ps.key[b])
+        watchers = " ".join(f"w{w}" for w in ps.pending.get(b, []))
+        writable = "yes" if ps.ref[b] == 1 and ps.key[b] is None else ""
+        style = "green" if ps.ref[b] > 0 else ("yellow" if key else "")
+        table.add_row(str(b), where, str(ps.ref[b]), key, watchers, writable, style=style)
+    return table
+
+
+def queue_text(ps: PoolState) -> Text:
+    """The free queue, front first, with sentinels."""
+    text = Text("HEAD", style="bold")
+    for b in ps.free:
+        text.append(" <-> ")
+        label = str(b)
+        if ps.key[b] is not None:
+            label += f":{ps.key[b]}"
+        if b in ps.pending:
+            label += "*"
+        text.append(label, style="yellow" if ps.key[b] is not None else "cyan")
+    text.append(" <-> ")
+    text.append("TAIL", style="bold")
+    return text
+
+
+class Player:
+    """Reads commands, runs them on a :class:`Session`, draws the result."""
+
+    def __init__(self, session: Session, console: Console, compact: bool = False) -> None:
+        self.session = session
+        self.console = console
+        self.compact = compact
+        self.ok = True
+
+    def draw(self) -> None:
+        ps = self.session.spec_state
+        if self.compact:
+            self.console.print(Text("  free:   ").append_text(queue_text(ps)))
+            self.console.print(Text(f"  in use: {text_in_use(ps)}"))
+            return
+        n, caching, events = self.session.config
+        self.console.print(
+            Text(
+                f"pool of {n} blocks, caching {'on' if caching else 'off'}, "
+                f"events {'on' if events else 'off'}; free {len(ps.free)}",
+                style="dim",
+            )
+        )
+        self.console.print(Text("free queue: ").append_text(queue_text(ps)))
+        self.console.print(pool_table(ps))
+
+    def report(self, step: Step, before: PoolState) -> None:
+        c = self.console
+        o = step.spec
+        line = Text(describe_op(step.op) + "  ->  ", style="bold")
+        if o.error is not None:
+            line.append(f"refused: {o.error.value}", style="red")
+            if o.detail:
+                line.append(f" ({o.detail})")
+        else:
+            line.append(repr(o.value), style="green")
+        c.print(line)
+        for f in o.fired:
+            c.print(Text(f"  watcher w{f.watcher} fired for block {f.block}", style="magenta"))
+        if o.error is not None:
+            broken = would_break(before, step.op)
+            if broken:
+                c.print(Text("  without that check the pool would break:", style="red"))
+                for v in broken:
+                    c.print(Text(f"    {v}", style="red"))
+            elif broken is not None and o.error is not ErrorKind.INVALID_ARGUMENT:
+                c.print(Text("  (without that check no named invariant breaks at once)"))
+        if not step.agree:
+            self.ok = False
+            c.print(Text("  SPEC AND POOL DISAGREE:", style="bold red"))
+            for d in step.differences:
+                c.print(Text(f"    {d}", style="red"))
+        else:
+            c.print(Text("  spec and pool agree", style="dim"))
+        spec_broken = check_pool(self.session.spec_state)
+        impl_broken = self.session.impl_violations()
+        for who, vs in (("spec", spec_broken), ("pool", impl_broken)):
+            for v in vs:
+                self.ok = False
+                c.print(Text(f"  {who} breaks {v}", style="bold red"))
+
+    def command(self, line: str) -> bool:
+        """Run one command line; False when the session should end."""
+        try:
+            parsed = parse(line)
+        except UsageError as exc:
+            self.console.print(Text(str(exc), style="red"))
+            return True
+        if parsed is None:
+            return True
+        if parsed == "quit":
+            return False
+        if parsed == "help":
+            self.console.print(HELP, markup=False, highlight=False)
+            return True
+        if parsed == "show":
+            self.draw()
+            return True
+        if parsed == "undo":
+            last = self.session.history[-1] if self.session.history else None
+            if last is not None and self.session.undo():
+                self.console.print(Text(f"took back {describe_op(last)}", style="dim"))
+            else:
+                self.console.print(Text("nothing to undo", style="dim"))
+            self.draw()
+            return True
+        if parsed == "new":
+            words = shlex.split(line)[1:]
+            try:
+                n = int(words[0]) if words and words[0].isdigit() else 8
+                bad = [w for w in words[1:] if w not in ("nocache", "noevents")]
+                if bad or n < 1 or (words and not words[0].isdigit()):
+                    raise UsageError("usage: new N [nocache] [noevents]")
+            except UsageError as exc:
+                self.console.print(Text(str(exc), style="red"))
+                return True
+            self.session.restart(n, "nocache" not in words, "noevents" not in words)
+            self.draw()
+            return True
+        if not isinstance(parsed, str):
+            before = self.session.spec_state.copy()
+            step = self.session.apply(parsed)
+            self.report(step, before)
+            self.draw()
+        return True
+
+
+def _load_factory(spec: str) -> Factory:
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise UsageError(f"--impl wants module:Class, got {spec!r}")
+    obj: Any = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise UsageError(f"{spec} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _lines(stream: TextIO) -> Iterable[str]:
+    for raw in stream:
+        yield raw.rstrip("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="kvpool play",
+        description="Step through pool operations on the spec and a concrete pool side by side.",
+        epilog="Type help inside the session for its commands.",
+    )
+    parser.add_argument("-n", "--num-blocks", type=int, default=8, help="pool size (default 8)")
+    parser.add_argument("--no-caching", action="store_true", help="enable_caching=False")
+    parser.add_argument("--no-events", action="store_true", help="enable_kv_cache_events=False")
+    parser.add_argument(
+        "--impl",
+        default="kvpool.impl:BlockPool",
+        help="module:Class of the pool to run beside the spec (vLLM's constructor signature)",
+    )
+    parser.add_argument(
+        "--script", metavar="FILE", help="read commands from FILE ('-' for stdin), echo them"
+    )
+    parser.add_argument(
+        "--compact", action="store_true", help="draw the pool in two lines instead of a table"
+    )
+    parser.add_argument("--color", action="store_true", help="colour even when not a terminal")
+    args = parser.parse_args(argv)
+    try:
+        if args.num_blocks < 1:
+            raise UsageError("--num-blocks must be >= 1")
+        factory = _load_factory(args.impl)
+    except (UsageError, ImportError, AttributeError) as exc:
+        print(f"kvpool play: {exc}", file=sys.stderr)
+        return 2
+    session = Session(args.num_blocks, not args.no_caching, not args.no_events, factory)
+    scripted = args.script is not None or not sys.stdin.isatty()
+    console = Console(
+        force_terminal=True if args.color else None,
+        no_color=not args.color and scripted,
+        highlight=False,
+        width=100 if scripted else None,
+        soft_wrap=scripted,  # a transcript keeps one line per line, however long
+    )
+    player = Player(session, console, compact=args.compact)
+    player.draw()
+    if scripted:
+        with contextlib.ExitStack() as stack:
+            stream: TextIO = sys.stdin
+            if args.script not in (None, "-"):
+                try:
+                    stream = stack.enter_context(open(args.script, encoding="utf-8"))
+                except OSError as exc:
+                    print(f"kvpool play: {exc}", file=sys.stderr)
+                    return 2
+            for line in _lines(stream):
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                console.print(Text(f"> {line.strip()}", style="bold"))
+                if not player.command(line):
+                    break
+    else:
+        with contextlib.suppress(ImportError):  # line editing and history for input()
+            import readline  # noqa: F401
+        console.print(Text("type help for the commands, quit to leave", style="dim"))
+        while True:
+            try:
+                line = input("kvpool> ")
+            except (EOFError, KeyboardInterrupt):
+                console.print()
+                break
+            if not player.command(line):
+                break
+    return 0 if player.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,376 @@
+"""What the oracle can check: target names, how each is built, and what it can do.
+
+A target string names a pool implementation:
+
+* ``reference`` -- kvpool.impl (the reference pool);
+* ``spec`` -- the executable spec itself behind vLLM's API (a self-check of the oracle);
+* ``vllm`` or ``vllm==X.Y.Z`` -- vLLM's real ``BlockPool`` (see :mod:`.vllm_target`);
+* ``python:module:Name`` -- any class or factory with vLLM's ``BlockPool`` API;
+* ``cmd:COMMAND`` -- a pool in another process, over the JSON-lines protocol
+  (see :mod:`.cmd_target`).
+
+A Python target needs no adapter code when it keeps vLLM's API:
+``Name(num_gpu_blocks, enable_caching=..., enable_kv_cache_events=...)`` with
+``.blocks`` (objects with ``block_id``) and the methods below. Methods it lacks are
+*capabilities* it lacks; the oracle tests what exists and says what it skipped. A pool
+that is vLLM's own class (it has ``cache_full_blocks`` but no ``cache_blocks``) is
+wrapped in the same adapter as the ``vllm`` target. To let the oracle compare the whole
+state and check every INV-* on the target, a pool may also offer
+``kvpool_state() -> kvpool.spec.PoolState``; pools built like kvpool.impl (``_index``,
+``_watchers``) and like vLLM (``cached_block_hash_to_block``) are read without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvpool.spec.errors import ERROR_CLASSES
+from kvpool.spec.invariants import Violation, check_pool
+from kvpool.spec.ops import (
+    BlockRef,
+    CacheBlocks,
+    EvictBlocks,
+    FreeBlocks,
+    GetCachedBlock,
+    GetNewBlocks,
+    GetNumFreeBlocks,
+    GetUsage,
+    IsBlockWritable,
+    Op,
+    ResetPrefixCache,
+    TakeEvents,
+    Touch,
+    UnpinBlocks,
+)
+from kvpool.spec.state import PoolState, World
+
+from .driver import Driver, PoolFactory
+
+METHODS: dict[str, str] = {
+    "GetNewBlocks": "get_new_blocks",
+    "FreeBlocks": "free_blocks",
+    "Touch": "touch",
+    "UnpinBlocks": "unpin_blocks",
+    "CacheBlocks": "cache_blocks",
+    "GetCachedBlock": "get_cached_block",
+    "EvictBlocks": "evict_blocks",
+    "ResetPrefixCache": "reset_prefix_cache",
+    "GetNumFreeBlocks": "get_num_free_blocks",
+    "GetUsage": "get_usage",
+    "IsBlockWritable": "is_block_writable",
+    "TakeEvents": "take_events",
+}
+"""Capability (an op class name) -> the pool method it needs."""
+
+EVICT_FIRST = "evict_first"
+"""The capability ``free_blocks(blocks, evict_first=...)`` (vLLM 0.33 lacks it)."""
+DROP_POOL = "DropPool"
+MULTI_POOL = "multi_pool"
+"""Several pools in one run: cross-pool frees (and DropPool)."""
+
+
+class TargetError(ValueError):
+    """A target string that names nothing the oracle can build (a usage error)."""
+
+
+@dataclass
+class Target:
+    """A buildable target: its factory, what it can do, and how to read its state."""
+
+    name: str
+    factory: PoolFactory
+    capabilities: frozenset[str]
+    state_check: Callable[[Driver, int], PoolState] | None = None
+    target_invariants: Callable[[Driver, int], list[Violation]] | None = None
+    skipped: list[str] = field(default_factory=list)
+    """What is not tested, and why (capabilities it lacks, state it does not expose)."""
+    close: Callable[[], None] | None = None
+
+
+ALL_CAPS = frozenset([*METHODS, EVICT_FIRST, DROP_POOL, MULTI_POOL])
+
+
+# -- the spec behind vLLM's API ----------------------------------------------------------
+
+
+class SpecBlock:
+    """A block of a :class:`SpecPool`: just its name."""
+
+    __slots__ = ("__weakref__", "block_id", "pool_index")
+
+    def __init__(self, pool_index: int, block_id: int) -> None:
+        self.pool_index = pool_index
+        self.block_id = block_id
+
+    def __repr__(self) -> str:
+        return f"SpecBlock({self.pool_index}:{self.block_id})"
+
+
+class SpecPool:
+    """The executable spec with vLLM's ``BlockPool`` API: every call is one ``World.apply``.
+
+    Pools built by one :func:`spec_factory` share a world, so cross-pool frees work;
+    a pool that is garbage collected becomes a gone pool of that world.
+    """
+
+    def __init__(
+        self,
+        world: World,
+        callables: dict[int, Any],
+        num_blocks: int,
+        caching: bool = True,
+        events: bool = False,
+    ) -> None:
+        self.world = world
+        self.index = len(world.pools)
+        world.pools.append(PoolState.initial(num_blocks, caching, events))
+        world.alive.append(True)
+        self.blocks = [SpecBlock(self.index, b) for b in range(num_blocks)]
+        self._callables = callables
+        self._all_blocks: list[list[SpecBlock]] = getattr(world, "_kvpool_blocks", [])
+        self._all_blocks.append(self.blocks)
+        world._kvpool_blocks = self._all_blocks  # type: ignore[attr-defined]
+        weakref.finalize(self, _mark_gone, world, self.index)
+
+    def _ref(self, block: object) -> object:
+        if isinstance(block, SpecBlock):
+            return BlockRef(block.pool_index, block.block_id)
+        return f"not a block: {block!r}"  # never a name in this pool's shared world
+
+    def _refs(self, blocks: object) -> tuple[object, ...]:
+        return tuple(self._ref(b) for b in blocks)  # type: ignore[attr-defined]
+
+    def _watcher(self, fn: object) -> object:
+        if not callable(fn):
+            return "not callable"
+        wid = id(fn)
+        self._callables[wid] = fn
+        return wid
+
+    def _run(self, op: Op) -> Any:
+        out = self.world.apply(op)
+        if out.error is not None:
+            raise ERROR_CLASSES[out.error](out.detail)
+        for f in out.fired:
+            fn = self._callables[f.watcher]
+            try:
+                fn(self._all_blocks[f.pool][f.block])
+            except Exception as exc:  # a watcher's failure stops nothing
+                sys.unraisablehook(_unraisable(exc, fn))  # type: ignore[arg-type]
+        return out.value
+
+    def get_new_blocks(self, num_blocks: object) -> list[SpecBlock]:
+        ids = self._run(GetNewBlocks(num_blocks, pool=self.index))
+        return [self.blocks[b] for b in ids]
+
+    def free_blocks(self, blocks: object, evict_first: object = False) -> None:
+        self._run(FreeBlocks(self._refs(blocks), evict_first, pool=self.index))
+
+    def touch(self, blocks: object) -> None:
+        self._run(Touch(self._refs(blocks), pool=self.index))
+
+    def unpin_blocks(self, blocks: object, on_reuse: object) -> None:
+        self._run(UnpinBlocks(self._refs(blocks), self._watcher(on_reuse), pool=self.index))
+
+    def cache_blocks(self, blocks: object, keys: object) -> None:
+        self._run(CacheBlocks(self._refs(blocks), tuple(keys), pool=self.index))  # type: ignore[arg-type]
+
+    def get_cached_block(self, key: object) -> SpecBlock | None:
+        b = self._run(GetCachedBlock(key, pool=self.index))
+        return None if b is None else self.blocks[b]
+
+    def evict_blocks(self, block_ids: object) -> None:
+        self._run(EvictBlocks(tuple(block_ids), pool=self.index))  # type: ignore[arg-type]
+
+    def reset_prefix_cache(self) -> bool:
+        return bool(self._run(ResetPrefixCache(pool=self.index)))
+
+    def get_num_free_blocks(self) -> int:
+        return int(self._run(GetNumFreeBlocks(pool=self.index)))
+
+    def get_usage(self) -> float:
+        return float(self._run(GetUsage(pool=self.index)))
+
+    def is_block_writable(self, block: object) -> bool:
+        return bool(self._run(IsBlockWritable(self._ref(block), pool=self.index)))
+
+    def take_events(self) -> list[object]:
+        return list(self._run(TakeEvents(pool=self.index)))
+
+    def kvpool_state(self) -> PoolState:
+        ps = self.world.pools[self.index].copy()
+        ids = {wid: getattr(fn, "watcher_id", wid) for wid, fn in self._callables.items()}
+        ps.pending = {b: [ids.get(w, w) for w in ws] for b, ws in ps.pending.items()}
+        return ps
+
+
+class _unraisable:
+    def __init__(self, exc: BaseException, obj: object) -> None:
+        self.exc_type = type(exc)
+        self.exc_value = exc
+        self.exc_traceback = exc.__traceback__
+        self.err_msg = "Exception ignored in a block pool reuse watcher"
+        self.object = obj
+
+
+def _mark_gone(world: World, index: int) -> None:
+    world.alive[index] = False
+
+
+def spec_factory() -> PoolFactory:
+    """A factory of :class:`SpecPool` sharing one world (and so allowing cross-pool frees)."""
+    world = World([], [])
+    callables: dict[int, Any] = {}
+
+    def factory(num_blocks: int, caching: bool, events: bool) -> SpecPool:
+        return SpecPool(world, callables, num_blocks, caching, events)
+
+    factory.__name__ = "spec"
+    return factory
+
+
+# -- reading state -------------------------------------------------------------------------
+
+
+def _state_reader(pool: Any) -> Callable[[Driver, int], PoolState] | None:
+    """How to read a pool of this kind as a spec state, or None when it exposes nothing."""
+    from kvpool.impl.bridge import abstract
+
+    from .vllm_target import VllmPool, vllm_state
+
+    if hasattr(pool, "kvpool_state"):
+        return lambda d, i: d.pool(i).kvpool_state()
+    if isinstance(pool, VllmPool):
+        return lambda d, i: vllm_state(d.pool(i))
+    if all(hasattr(pool, a) for a in ("_index", "_watchers", "free_block_queue", "_events")):
+        return lambda d, i: abstract(d.pool(i))
+    return None
+
+
+def _invariant_reader(pool: Any) -> Callable[[Driver, int], list[Violation]] | None:
+    if hasattr(pool, "check_invariants") and hasattr(pool, "_index"):
+        from kvpool.impl.bridge import check_invariants
+
+        return lambda d, i: check_invariants(d.pool(i))
+    return None
+
+
+# -- building a target from its name ------------------------------------------------------
+
+
+def _capabilities(pool: Any) -> frozenset[str]:
+    caps = {cap for cap, meth in METHODS.items() if callable(getattr(pool, meth, None))}
+    free = getattr(pool, "free_blocks", None)
+    if free is not None:
+        try:
+            if "evict_first" in inspect.signature(free).parameters:
+                caps.add(EVICT_FIRST)
+        except (TypeError, ValueError):
+            pass
+    caps.update((DROP_POOL, MULTI_POOL))
+    return frozenset(caps)
+
+
+def _python_factory(obj: Any) -> PoolFactory:
+    from .vllm_target import VllmPool, _Codec
+
+    if (
+        inspect.isclass(obj)
+        and hasattr(obj, "cache_full_blocks")
+        and not hasattr(obj, "cache_blocks")
+    ):  # vLLM's own class (or a fork of it): drive its prefix cache through its methods
+        module = sys.modules[obj.__module__]
+        codec = _Codec()
+
+        def vllm_like(n: int, caching: bool, events: bool) -> Any:
+            pool = VllmPool.__new__(VllmPool)
+            VllmPool.__init__(pool, types_namespace(obj, module), n, caching, events, codec)
+            return pool
+
+        return vllm_like
+
+    def factory(n: int, caching: bool, events: bool) -> Any:
+        return obj(n, enable_caching=caching, enable_kv_cache_events=events)
+
+    return factory
+
+
+def types_namespace(cls: Any, module: Any) -> Any:
+    """A namespace whose ``BlockPool`` is ``cls`` (what :class:`VllmPool` builds from)."""
+    import types
+
+    ns = types.SimpleNamespace(BlockPool=cls, __dict__={})
+    ns.__dict__["__kvpool_version__"] = getattr(module, "__version__", cls.__name__)
+    return ns
+
+
+def describe_skips(caps: frozenset[str], state: bool) -> list[str]:
+    out = [f"{c}: the target has no {METHODS.get(c, c)}" for c in sorted(ALL_CAPS - caps)]
+    if not state:
+        out.append(
+            "whole-state comparison and INV-* on the target: it exposes no state "
+            "(add kvpool_state())"
+        )
+    return out
+
+
+def resolve(spec: str, version_default: str | None = None) -> Target:
+    """Build the :class:`Target` a target string names (:class:`TargetError` if none)."""
+    if spec == "reference":
+        from kvpool.impl import BlockPool
+
+        factory: PoolFactory = BlockPool
+        name = "reference"
+    elif spec == "spec":
+        factory, name = spec_factory(), "spec"
+    elif spec == "vllm" or spec.startswith("vllm=="):
+        from .vllm_target import DEFAULT_VLLM_VERSION, vllm_factory
+
+        version = spec.partition("==")[2] or version_default or DEFAULT_VLLM_VERSION
+        factory, name = vllm_factory(version), f"vllm=={version}"
+    elif spec.startswith("python:"):
+        parts = spec.split(":")
+        if len(parts) != 3 or not parts[1] or not parts[2]:
+            raise TargetError(f"expected python:module:Name, got {spec!r}")
+        try:
+            obj: Any = importlib.import_module(parts[1])
+        except ImportError as exc:
+            raise TargetError(f"cannot import {parts[1]!r}: {exc}") from exc
+        for attr in parts[2].split("."):
+            if not hasattr(obj, attr):
+                raise TargetError(f"{parts[1]} has no {parts[2]!r}")
+            obj = getattr(obj, attr)
+        factory, name = _python_factory(obj), spec
+    elif spec.startswith("cmd:"):
+        from .cmd_target import cmd_target
+
+        return cmd_target(spec[4:])
+    else:
+        raise TargetError(
+            f"unknown target {spec!r}: use reference, spec, vllm[==X.Y.Z], "
+            "python:module:Name or cmd:COMMAND"
+        )
+    probe = factory(4, True, True)
+    caps = _capabilities(probe)
+    reader = _state_reader(probe)
+    inv = _invariant_reader(probe)
+    if reader is not None and inv is None:
+
+        def inv(d: Driver, i: int, _r: Any = reader) -> list[Violation]:
+            return check_pool(_r(d, i))
+
+    del probe
+    return Target(
+        name=name,
+        factory=factory,
+        capabilities=caps,
+        state_check=reader,
+        target_invariants=inv,
+        skipped=describe_skips(caps, reader is not None),
+    )

@@ -1,0 +1,248 @@
+"""Golden vectors: traces with their expected results, generated from the spec.
+
+A vector is a ``kvpool-trace/1`` file whose every step carries the spec's outcome
+(``expected``), including the calls watchers make from inside a step (robust-level
+vectors script raising and re-entrant watchers). ``vectors/golden/index.json`` lists
+them with the schema version and the spec branch coverage the corpus reaches.
+
+* ``kvpool vectors check`` -- every vector still matches the spec (:func:`check_vectors`);
+* ``kvpool vectors run --target T`` -- run them on a target, no Hypothesis
+  (:func:`run_vectors`);
+* ``python -m kvpool.oracle.vectors generate`` -- regenerate: lockstep runs of the
+  reference at every level, each run kept only if it adds spec branches (measured with
+  coverage.py), until the examples run out;
+* ``python -m kvpool.oracle.vectors coverage`` -- the spec's branch coverage under the
+  corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .conformance import (
+    Divergence,
+    SavedTrace,
+    lockstep_config,
+    oracle_machine,
+    replay,
+    run_settings,
+    trace_to_saved,
+)
+from .targets import Target, resolve
+
+VECTOR_SCHEMA = "kvpool-vectors/1"
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DIR = ROOT / "vectors" / "golden"
+SPEC_FILES = ("state.py", "events.py")
+"""The spec modules whose branches the corpus must cover (the operations and events)."""
+
+
+def _dir(where: str | Path | None) -> Path:
+    return Path(where) if where else DEFAULT_DIR
+
+
+def load(where: str | Path | None = None) -> list[tuple[str, SavedTrace]]:
+    d = _dir(where)
+    index = json.loads((d / "index.json").read_text(encoding="utf-8"))
+    if index.get("schema") != VECTOR_SCHEMA:
+        raise ValueError(f"{d}: not a {VECTOR_SCHEMA} corpus")
+    return [(name, SavedTrace.load(d / name)) for name in index["vectors"]]
+
+
+def check_vectors(where: str | Path | None = None) -> list[tuple[str, Divergence]]:
+    """The vectors whose recorded results the spec no longer gives."""
+    bad = []
+    for name, saved in load(where):
+        result = replay(saved, None, saved.level)
+        if result.divergence is not None:
+            bad.append((name, result.divergence))
+    return bad
+
+
+def run_vectors(
+    target: Target, where: str | Path | None = None
+) -> list[tuple[str, Divergence | None]]:
+    return [(n, replay(s, target, s.level).divergence) for n, s in load(where)]
+
+
+def _spec_paths() -> list[str]:
+    spec = ROOT / "spec"
+    return [str((spec / f).resolve()) for f in SPEC_FILES]
+
+
+def _arcs_of(saved: SavedTrace) -> set[tuple[str, int, int]]:
+    import coverage
+
+    cov = coverage.Coverage(branch=True, include=_spec_paths(), data_file=None)
+    cov.start()
+    try:
+        replay(saved, None, saved.level, stop=False)
+    finally:
+        cov.stop()
+    data = cov.get_data()
+    return {(f, a, b) for f in data.measured_files() for a, b in (data.arcs(f) or ())}
+
+
+_MEASURE = """
+import json, sys, coverage
+cov = coverage.Coverage(branch=True, include=json.loads(sys.argv[2]), data_file=None)
+cov.start()
+from kvpool.oracle.vectors import load
+from kvpool.oracle.conformance import replay
+for _, saved in load(sys.argv[1]):
+    replay(saved, None, saved.level, stop=False)
+cov.stop()
+out = {"statements": 0, "executed": 0, "branches": 0, "covered_branches": 0, "missing": []}
+for path in json.loads(sys.argv[2]):
+    a = cov._analyze(path)
+    n = a.numbers
+    out["statements"] += n.n_statements
+    out["executed"] += n.n_executed
+    out["branches"] += n.n_branches
+    out["covered_branches"] += n.n_branches - n.n_missing_branches
+    name = path.rsplit("/", 1)[-1]
+    out["missing"] += [f"{name}:{line} (line)" for line in sorted(a.missing)]
+    out["missing"] += [f"{name}:{k} -> {v}" for k, v in a.missing_branch_arcs().items()]
+print(json.dumps(out))
+"""
+
+
+def branch_coverage(where: str | Path | None = None) -> tuple[float, list[str]]:
+    """Statement and branch coverage (percent) of the spec's operations under the corpus.
+
+    Measured in a fresh interpreter, so that the spec's modules are imported under
+    coverage (their ``def`` lines count as executed, as they are).
+    """
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(_dir(where)), json.dumps(_spec_paths())],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    total = r["statements"] + r["branches"]
+    covered = r["executed"] + r["covered_branches"]
+    return (100.0 * covered / total if total else 100.0), list(r["missing"])
+
+
+def _hand_vectors() -> list[tuple[str, SavedTrace]]:
+    """Written by hand: one vector per error kind, on the smallest pools that show it."""
+    from kvpool.spec.ops import (
+        BlockRef,
+        CacheBlocks,
+        EvictBlocks,
+        FreeBlocks,
+        GetNewBlocks,
+        Touch,
+        UnpinBlocks,
+    )
+    from kvpool.spec.state import PoolState, World
+
+    from .conformance import op_to_json, outcome_to_json
+
+    cases: dict[str, tuple[list[tuple[int, bool, bool]], list[Any]]] = {
+        "InsufficientFreeBlocks": ([(2, True, False)], [GetNewBlocks(2)]),
+        "InvalidArgument": ([(2, True, False)], [GetNewBlocks(-1), EvictBlocks((5,))]),
+        "RefCountUnderflow": ([(3, True, False)], [GetNewBlocks(1), FreeBlocks((1, 1))]),
+        "ForeignBlock": ([(2, True, False), (2, True, False)], [Touch((BlockRef(1, 1),))]),
+        "NullBlockMisuse": ([(2, True, False)], [UnpinBlocks((0,), 1), EvictBlocks((0,))]),
+        "CachingDisabled": ([(3, False, False)], [GetNewBlocks(1), CacheBlocks((1,), ("a",))]),
+        "AlreadyCached": (
+            [(3, True, True)],
+            [GetNewBlocks(1), CacheBlocks((1,), ("a",)), CacheBlocks((1,), ("b",))],
+        ),
+        "BlockNotInUse": ([(3, True, False)], [CacheBlocks((1,), ("a",))]),
+    }
+    out = []
+    for kind, (pools, ops) in cases.items():
+        world = World.of(*(PoolState.initial(n, c, e) for n, c, e in pools))
+        steps: list[dict[str, Any]] = [
+            {"call": op_to_json(op), "expected": outcome_to_json(world.apply(op)), "nested": []}
+            for op in ops
+        ]
+        out.append((f"kind-{kind}.json", SavedTrace(pools, steps, "spec", "robust", None)))
+    return out
+
+
+def generate(where: str | Path | None = None, examples: int = 300, seed: int = 0) -> dict[str, Any]:
+    d = _dir(where)
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.glob("*.json"):
+        old.unlink()
+    target = resolve("reference")
+    kept: list[str] = []
+    seen: set[tuple[str, int, int]] = set()
+    from hypothesis.stateful import run_state_machine_as_test
+
+    for level in ("exact", "robust", "safety"):
+        for max_pools in (1, 3):
+            config = lockstep_config(target, level, max_blocks=6, max_pools=max_pools)
+            machine = oracle_machine(target, config)
+            machine._hypothesis_internal_use_seed = seed
+            base_teardown = machine.teardown
+
+            def teardown(self: Any, _base: Any = base_teardown, _level: str = level) -> None:
+                _base(self)
+                saved = trace_to_saved(self.trace, type(self).last_actions, "spec", _level, None)
+                for step in saved.steps:  # a vector records the spec's results only
+                    step.pop("observed", None)
+                    for n in step.get("nested", ()):
+                        n.pop("observed", None)
+                new = _arcs_of(saved) - seen
+                if new:
+                    seen.update(new)
+                    name = f"{len(kept):03d}-{_level}.json"
+                    saved.save(d / name)
+                    kept.append(name)
+
+            machine.teardown = teardown
+            run_state_machine_as_test(machine, settings=run_settings(examples, 25, seed))
+    for name, saved in _hand_vectors():
+        saved.save(d / name)
+        kept.append(name)
+    index: dict[str, Any] = {
+        "schema": VECTOR_SCHEMA,
+        "trace_schema": "kvpool-trace/1",
+        "vectors": kept,
+    }
+    (d / "index.json").write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+    percent, missing = branch_coverage(d)
+    index["spec_coverage_percent"] = round(percent, 2)
+    index["spec_files"] = list(SPEC_FILES)
+    index["not_covered"] = missing
+    (d / "index.json").write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+    return index
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="kvpool golden vectors")
+    parser.add_argument("action", choices=["generate", "coverage", "check"])
+    parser.add_argument("--dir", default=None)
+    parser.add_argument("--examples", type=int, default=300)
+    args = parser.parse_args(argv)
+    if args.action == "generate":
+        index = generate(args.dir, args.examples)
+        print(f"{len(index['vectors'])} vectors, spec coverage {index['spec_coverage_percent']}%")
+        for m in index["not_covered"]:
+            print("  not covered:", m)
+        return 0
+    if args.action == "coverage":
+        percent, missing = branch_coverage(args.dir)
+        print(f"spec statement+branch coverage under the corpus: {percent:.2f}%")
+        for m in missing:
+            print("  not covered:", m)
+        return 0 if not missing else 1
+    bad = check_vectors(args.dir)
+    for name, dv in bad:
+        print(f"{name}: step {dv.step}: {dv.rule}: {dv.detail}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,180 @@
+"""The conformance oracle: targets, levels, the CLI, traces, trace validation, check()."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kvpool.impl import BlockPool
+from kvpool.oracle import check, check_log, record
+from kvpool.oracle.cli import main
+from kvpool.oracle.conformance import SavedTrace, conform, op_from_json, op_to_json, replay
+from kvpool.oracle.pytest_plugin import NonConformance
+from kvpool.oracle.targets import TargetError, resolve
+from kvpool.spec.ops import BlockRef, CacheBlocks, FreeBlocks, GetNewBlocks, UnpinBlocks
+
+MUTANT = "python:oracle_targets:LifoFifoSwapped"
+
+
+@pytest.mark.parametrize("name", ["reference", "spec"])
+@pytest.mark.parametrize("level", ["safety", "exact", "robust"])
+def test_reference_and_spec_conform_at_every_level(name: str, level: str) -> None:
+    report = conform(resolve(name), level, examples=25, steps=20)
+    assert report.conforms, report.message
+
+
+def test_a_mutant_fails_with_a_short_trace_that_replays() -> None:
+    target = resolve(MUTANT)
+    report = conform(target, "exact", examples=50, steps=15, max_blocks=6)
+    assert not report.conforms and report.rule == "state differs"
+    assert report.trace is not None
+    assert len([s for s in report.trace.steps if "call" in s]) <= 6  # shrunk
+    again = replay(report.trace, resolve(MUTANT))
+    assert again.divergence is not None and again.divergence.rule == "state differs"
+    assert replay(report.trace, resolve("reference")).divergence is None
+
+
+def test_capabilities_are_detected_and_skips_reported() -> None:
+    target = resolve("python:oracle_targets:MinimalPool")
+    assert "UnpinBlocks" not in target.capabilities
+    assert "CacheBlocks" not in target.capabilities
+    assert "evict_first" not in target.capabilities
+    assert any("unpin_blocks" in s for s in target.skipped)
+    assert any("exposes no state" in s for s in target.skipped)
+    assert conform(target, "exact", examples=25).conforms
+
+
+def test_unknown_targets_are_usage_errors() -> None:
+    for bad in ["nonsense", "python:nosuchmodule:X", "python:oracle_targets:Nope", "python:x"]:
+        with pytest.raises(TargetError):
+            resolve(bad)
+    result = CliRunner().invoke(main, ["conform", "--target", "nonsense"])
+    assert result.exit_code == 2
+
+
+def test_cli_conform_report_trace_replay_show(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(main, ["conform", "-t", "reference", "-n", "20"])
+    assert ok.exit_code == 0, ok.output
+    report = tmp_path / "r.json"
+    bad = runner.invoke(
+        main,
+        [
+            "conform",
+            "-t",
+            MUTANT,
+            "-n",
+            "50",
+            "--steps",
+            "15",
+            "--max-blocks",
+            "6",
+            "--json",
+            str(report),
+            "--save-trace",
+            str(tmp_path / "traces"),
+        ],
+    )
+    assert bad.exit_code == 1, bad.output
+    data = json.loads(report.read_text())
+    assert data["conforms"] is False and data["violated"] == "state differs"
+    (trace,) = (tmp_path / "traces").iterdir()
+    assert runner.invoke(main, ["replay", str(trace), "-t", MUTANT]).exit_code == 1
+    assert runner.invoke(main, ["replay", str(trace), "-t", "reference"]).exit_code == 0
+    shown = runner.invoke(main, ["show", str(trace)])
+    assert shown.exit_code == 0 and "GetNewBlocks" in shown.output
+
+
+def test_trace_json_round_trips_odd_values() -> None:
+    ops = [
+        GetNewBlocks(True),
+        GetNewBlocks(1.5),
+        FreeBlocks((1, "x", None), evict_first=None),
+        UnpinBlocks((BlockRef(1, 2),), "w"),
+        CacheBlocks((1,), (["unhashable"],)),
+    ]
+    for op in ops:
+        assert op_from_json(json.loads(json.dumps(op_to_json(op)))) == op
+    saved = SavedTrace([(4, True, False)], [{"call": op_to_json(ops[0])}])
+    assert SavedTrace.from_json(json.loads(json.dumps(saved.to_json()))) == saved
+
+
+def _workload(pool: object) -> None:
+    blocks = pool.get_new_blocks(3)  # type: ignore[attr-defined]
+    pool.cache_blocks(blocks[:2], ["a", "ab"])  # type: ignore[attr-defined]
+    pool.touch(blocks[:1])  # type: ignore[attr-defined]
+    pool.unpin_blocks(blocks[:1], lambda b: None)  # type: ignore[attr-defined]
+    pool.unpin_blocks(blocks[:1], lambda b: None)  # type: ignore[attr-defined]
+    pool.free_blocks(blocks[1:])  # type: ignore[attr-defined]
+    pool.get_cached_block("ab")  # type: ignore[attr-defined]
+    pool.get_new_blocks(7)  # type: ignore[attr-defined]
+    pool.take_events()  # type: ignore[attr-defined]
+
+
+def test_record_and_check_log(tmp_path: Path) -> None:
+    from kvpool import mutants
+
+    good = tmp_path / "good.log"
+    rec = record(BlockPool(8, True, True), good)
+    _workload(rec)
+    rec.close()
+    assert check_log(good).divergence is None
+    bad = tmp_path / "bad.log"
+    rec = record(mutants.get("watcher-only-last").pool_class()(8, True, True), bad)
+    _workload(rec)
+    rec.close()
+    result = check_log(bad)
+    assert result.divergence is not None and result.divergence.rule == "fired differs"
+    assert CliRunner().invoke(main, ["check-log", str(bad)]).exit_code == 1
+    assert CliRunner().invoke(main, ["check-log", str(good)]).exit_code == 0
+
+
+def test_check_for_users_suites() -> None:
+    assert check(BlockPool, level="exact", examples=20).conforms
+    with pytest.raises(NonConformance, match="state differs"):
+        check(resolve(MUTANT), level="exact", examples=50, steps=15, max_blocks=6)
+
+
+def test_fast_incremental_check_passes_reference_and_catches_a_mutant() -> None:
+    from kvpool.oracle.fastcheck import run_random
+
+    good = run_random(resolve("reference"), ops=5000, num_blocks=200, check_every=100)
+    assert good.divergence is None and good.ops == 5000
+    bad = run_random(resolve(MUTANT), ops=5000, num_blocks=200, check_every=100)
+    assert bad.divergence is not None
+
+
+def test_golden_vectors_match_the_spec_and_judge_targets(tmp_path: Path) -> None:
+    import shutil
+
+    from kvpool.oracle.vectors import DEFAULT_DIR, check_vectors, run_vectors
+
+    assert check_vectors() == []
+    assert all(d is None for _, d in run_vectors(resolve("reference")))
+    assert any(d is not None for _, d in run_vectors(resolve(MUTANT)))
+    # a vector whose recorded result is wrong is reported
+    copy = tmp_path / "golden"
+    shutil.copytree(DEFAULT_DIR, copy)
+    victim = copy / "kind-InsufficientFreeBlocks.json"
+    data = json.loads(victim.read_text())
+    data["steps"][0]["expected"]["error"] = None
+    victim.write_text(json.dumps(data))
+    assert [name for name, _ in check_vectors(copy)] == ["kind-InsufficientFreeBlocks.json"]
+    runner = CliRunner()
+    assert runner.invoke(main, ["vectors", "check"]).exit_code == 0
+    assert runner.invoke(main, ["vectors", "check", "--dir", str(copy)]).exit_code == 1
+    assert runner.invoke(main, ["vectors", "run", "-t", "reference"]).exit_code == 0
+
+
+def test_safety_allows_any_eviction_order_but_not_broken_invariants() -> None:
+    from kvpool import mutants
+    from kvpool.oracle.pytest_plugin import as_target
+
+    # reorders on purpose (like a tiered queue): fails exact, passes safety
+    assert conform(resolve(MUTANT), "safety", examples=60, steps=20).conforms
+    broken = as_target(mutants.get("prepend-counter-stale").pool_class())
+    report = conform(broken, "safety", examples=60, steps=20)
+    assert not report.conforms and report.rule == "INV-FREE"

@@ -6,12 +6,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: help install test verify lint format clean
+.PHONY: help install test verify lint format clean bench
 
 help:
 	@echo "make test     run the test suite (what CI runs)"
 	@echo "make verify   run every check and print what was proved, checked and found"
 	@echo "make lint     ruff and mypy (strict on spec/ and impl/)"
+	@echo "make bench    benchmarks against vLLM; rewrites docs/benchmarks.md"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,16 +22,24 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+BENCH_STAMP := $(VENV)/.bench-stamp
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)  ## every benchmark; rewrites docs/benchmarks.md and its plot
+	$(BIN)/python benchmarks/report.py $(BENCH_ARGS)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 verify: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m kvpool.verify $(VERIFY_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy -p kvpool.spec -p kvpool.impl
+	$(BIN)/mypy -p kvpool.spec -p kvpool.impl -p kvpool.oracle -p kvpool.proofs -p kvpool.contracts -p kvpool.mutants
 
 format: $(STAMP)
 	$(BIN)/ruff format .
@@ -38,3 +47,73 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
+
+.PHONY: docs play
+
+docs: $(STAMP)  ## redraw the figures from the spec, build the offline site in site/
+	$(BIN)/python -m kvpool.oracle.render docs/figures
+	$(BIN)/python docs/_gen/make_zoo.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "open site/index.html (works from file://)"
+
+play: $(STAMP)  ## step through pool operations on the spec and the reference pool
+	$(BIN)/python -m kvpool.oracle.play
+
+.PHONY: fuzz mutation
+
+fuzz: $(STAMP)  ## long lockstep campaign (profile deep) on every core; resumes from .hypothesis/examples
+	KVPOOL_PROFILE=deep $(BIN)/python -m pytest -p xdist -n auto -q tests/test_lockstep.py
+
+MUTATION_DIR := build/mutation
+
+mutation: $(STAMP)  ## mutmut over impl/ and spec/ with a fast test selection ([tool.mutmut])
+	rm -rf $(MUTATION_DIR) && mkdir -p $(MUTATION_DIR)/kvpool
+	cp -rL impl spec oracle $(MUTATION_DIR)/kvpool/
+	cp kvpool/__init__.py $(MUTATION_DIR)/kvpool/
+	cp -r tests pyproject.toml $(MUTATION_DIR)/
+	cd $(MUTATION_DIR) && $(CURDIR)/$(BIN)/mutmut run --max-children 2; \
+	  $(CURDIR)/$(BIN)/mutmut results --all true > results.txt; \
+	  $(CURDIR)/$(BIN)/python -c "import collections,re; \
+	  c=collections.Counter(l.rsplit(': ',1)[-1].strip() for l in open('results.txt') if ': ' in l); \
+	  k=c['killed']+c['timeout']; t=sum(c.values()); \
+	  print(dict(c)); print(f'mutation score: {k}/{t} = {100*k/max(t,1):.1f}%')"
+
+.PHONY: conform-vllm conform-mutants oracle-bench vectors
+
+conform-vllm: $(STAMP)  ## every level against vLLM 0.33.0's real pool (downloads the wheel once), the findings, the serving-workload log check
+	$(BIN)/python -m pytest -q tests/test_oracle_findings.py
+	mkdir -p build/conform-vllm
+	-for level in safety exact robust; do \
+	  $(BIN)/kvpool conform --target vllm==0.33.0 --level $$level --examples 300 \
+	    --json build/conform-vllm/$$level.json --save-trace build/conform-vllm; done
+	$(BIN)/python -m kvpool.oracle.workload build/conform-vllm/serving.log --blocks 12
+	-$(BIN)/kvpool check-log build/conform-vllm/serving.log
+
+conform-mutants: $(STAMP)  ## kvpool conform (robust) on every mutant of the bug catalogue
+	$(BIN)/python -m kvpool.oracle.catalogue --examples 500 --json build/conform-mutants.json
+
+oracle-bench: $(STAMP)  ## checking throughput of the oracle at exact on a 10,000-block pool
+	$(BIN)/python benchmarks/oracle_throughput.py
+
+.PHONY: proofs proofs-deep
+# z3 proofs (BMC, unbounded induction, linked-list refinement, mutants); `python -m kvpool.proofs
+# --help` for --deep / --fast / --json FILE. PROOFS_ARGS passes extra flags.
+proofs: $(STAMP)
+	$(BIN)/python -m kvpool.proofs $(PROOFS_ARGS)
+
+proofs-deep: $(STAMP)
+	$(BIN)/python -m kvpool.proofs --deep $(PROOFS_ARGS)
+
+vectors: $(STAMP)  ## regenerate the golden vectors from the spec, check them, measure spec coverage
+	$(BIN)/python -m kvpool.oracle.vectors generate --examples 200
+	$(BIN)/kvpool vectors check
+
+.PHONY: contracts
+
+contracts: $(STAMP)  ## CrossHair over the contract entry points (full profile, < 5 min); red on a counterexample
+	$(BIN)/python -m kvpool.contracts --profile full
+
+.PHONY: contracts-hypothesis
+
+contracts-hypothesis: $(STAMP)  ## the lockstep machine under Hypothesis's CrossHair backend vs random, per mutant
+	$(BIN)/python -m kvpool.contracts.hypothesis_mode --examples 30

@@ -1,0 +1,428 @@
+"""``make verify``: run every check kvpool has and print what was proved, checked and found.
+
+Each *technique* (the columns: Hypothesis lockstep, z3 BMC, z3 induction,
+refinement, CrossHair, golden vectors, oracle) reports a :class:`Cell` for each
+invariant or rule it covers (the rows). A cell says ``proved`` (for all inputs
+within the stated bounds, or for every N), ``checked`` (sampled: how many
+examples), ``failed``, or ``n/a`` (the technique does not speak of that row).
+Under the matrix: the bug catalogue, with the techniques that caught each mutant.
+
+A technique that raised, timed out or was not run is a failure: nothing is green
+unless it ran and said so. ``--json FILE`` writes the same for machines; the exit
+status is non-zero on any failure.
+
+    python -m kvpool.verify [--profile fast|full] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from kvpool.spec.invariants import INVARIANT_NAMES
+
+Status = Literal["proved", "checked", "failed", "n/a"]
+Profile = Literal["fast", "full"]
+
+TECHNIQUES = (
+    "hypothesis lockstep",
+    "z3 BMC",
+    "z3 induction",
+    "refinement",
+    "CrossHair",
+    "golden vectors",
+    "oracle",
+)
+ROWS = (*INVARIANT_NAMES, "ORD-HANDOUT", "ORD-RELEASE", "ORD-UNPIN", "WATCH-FIRE", "ERR-ATOMIC")
+REPO = Path(__file__).resolve().parent.parent
+
+_STYLE = {"proved": "bold green", "checked": "green", "failed": "bold red", "n/a": "dim"}
+
+
+@dataclass
+class Cell:
+    status: Status
+    detail: str = ""
+
+
+@dataclass
+class Check:
+    """One run of one technique (or of a check that fills no column, such as the unit tests)."""
+
+    name: str
+    technique: str | None
+    ok: bool
+    summary: str
+    seconds: float
+    cells: dict[str, Cell] = field(default_factory=dict)
+    caught: dict[str, bool] = field(default_factory=dict)
+    """mutant name -> whether this technique caught it (only mutants it was run on)."""
+
+
+def _pytest(name: str, files: list[str], technique: str | None = None) -> Check:
+    """Run a pytest selection in a subprocess; its closing line is the summary."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
+    summary = lines[-1].strip("= ") if lines else proc.stderr.strip()[-200:]
+    return Check(name, technique, proc.returncode == 0, summary, time.perf_counter() - start)
+
+
+def run_unit_tests(profile: Profile) -> Check:
+    """The spec's and the impl's rule-by-rule tests and invariant self-checks."""
+    return _pytest(
+        "spec and impl rule tests",
+        [
+            "tests/test_semantics.py",
+            "tests/test_invariants.py",
+            "tests/test_agreement.py",
+            "tests/test_impl.py",
+        ],
+    )
+
+
+def run_proofs(profile: Profile) -> list[Check]:
+    """z3: bounded model checking, induction for every N, the linked list's refinement."""
+    from kvpool.proofs import runner as proofs
+
+    start = time.perf_counter()
+    rows = proofs.run("fast" if profile == "fast" else "default")
+    seconds = time.perf_counter() - start
+    checks: dict[str, Check] = {}
+    for technique in ("z3 BMC", "z3 induction", "refinement"):
+        checks[technique] = Check(technique, technique, True, "", 0.0)
+    extra = Check("z3 encoding vs spec (differential)", None, True, "", 0.0)
+    for r in rows:
+        if r.kind == "differential":
+            extra.ok = r.ok
+            extra.summary = f"{r.status}: {r.bounds}"
+            continue
+        check = checks.get(r.technique)
+        if check is None:
+            continue
+        check.seconds += r.seconds
+        if r.kind == "mutant":
+            name = r.obligation.rsplit("[", 1)[-1].rstrip("]")
+            check.caught[f"spec:{name}"] = check.caught.get(f"spec:{name}", False) or r.ok
+            if not r.ok:
+                check.ok = False
+            continue
+        for inv in r.invariants:
+            if inv not in ROWS:
+                continue
+            cell = check.cells.get(inv)
+            bounds = "every N" if r.kind == "inductive" else r.bounds.split(" keys")[0]
+            if not r.ok:
+                check.cells[inv] = Cell("failed", f"{r.obligation}: {r.status}")
+                check.ok = False
+            elif cell is None:
+                check.cells[inv] = Cell("proved", bounds)
+        check.summary = ""
+    for check in checks.values():
+        n_ok = sum(1 for c in check.cells.values() if c.status == "proved")
+        check.summary = (
+            f"{n_ok} rows proved, {sum(check.caught.values())}/{len(check.caught)} mutants refuted"
+        )
+    extra.seconds = seconds - sum(c.seconds for c in checks.values())
+    return [*checks.values(), extra]
+
+
+LOCKSTEP_ROWS = ROWS
+"""The lockstep machine compares every observable after every step, so it speaks to
+every row: the INV-* as @invariants (INV-LIST through the impl's own check), the
+ordering and watcher rules through the ids, order and firings it compares, and
+ERR-ATOMIC through the state it compares after each refused call."""
+
+
+def run_lockstep(profile: Profile) -> Check:
+    """Hypothesis: the spec and kvpool.impl in lockstep, at the exact and robust levels."""
+    from kvpool.impl import BlockPool
+    from kvpool.oracle import machine
+
+    start = time.perf_counter()
+    settings = machine.profile("ci" if profile == "fast" else "dev")
+    steps, failures = 0, []
+    for level in ("exact", "robust"):
+        found = machine.hunt(BlockPool, machine.impl_config(level=level), settings, f"impl/{level}")
+        steps += found.steps
+        if found.killed:
+            failures.append(f"{level}: {found.rule}: {found.message.splitlines()[0]}")
+    examples = 2 * (settings.max_examples or 0)
+    detail = f"{examples} runs, {steps} steps"
+    status: Status = "failed" if failures else "checked"
+    return Check(
+        "hypothesis lockstep",
+        "hypothesis lockstep",
+        not failures,
+        "; ".join(failures) or f"{detail}, no divergence",
+        time.perf_counter() - start,
+        cells={row: Cell(status, detail) for row in LOCKSTEP_ROWS},
+    )
+
+
+def run_catalogue(profile: Profile) -> Check:
+    """The bug catalogue: every mutant of kvpool.impl hunted by the lockstep machine."""
+    from kvpool import mutants
+    from kvpool.oracle import machine
+
+    start = time.perf_counter()
+    caught: dict[str, bool] = {}
+    missed: list[str] = []
+    for m in mutants.MUTANTS:
+        found = machine.kill(m)
+        caught[m.name] = found.killed
+        if not found.killed:
+            missed.append(m.name)
+    return Check(
+        "bug catalogue (lockstep)",
+        "hypothesis lockstep",
+        not missed,
+        f"{len(caught) - len(missed)}/{len(caught)} mutants killed"
+        + (f"; survived: {', '.join(missed)}" if missed else ""),
+        time.perf_counter() - start,
+        caught=caught,
+    )
+
+
+def run_contracts(profile: Profile) -> Check:
+    """CrossHair: the docstring contracts of the queue, the pool and the spec, path by path."""
+    from kvpool.contracts import runner as contracts
+
+    start = time.perf_counter()
+    results = contracts.run("fast" if profile == "fast" else "full")
+    cells: dict[str, Cell] = {}
+    bad = [r for r in results if r.status == "counterexample"]
+    for r in results:
+        for inv in r.invariants:
+            if inv not in ROWS:
+                continue
+            if r.status == "counterexample":
+                cells[inv] = Cell("failed", r.name)
+            elif r.status == "confirmed" and inv not in cells:
+                cells[inv] = Cell("proved", "all paths")
+            elif inv not in cells or cells[inv].status == "proved":
+                cells[inv] = Cell("checked", "no counterexample within budget")
+    caught: dict[str, bool] = {}
+    if profile == "full":
+        from kvpool.contracts import bugs
+
+        for name, entry in bugs.CROSSHAIR_FINDS.items():
+            found = contracts.check_one(entry, "fast", name)
+            caught[f"crosshair:{name}"] = found.status == "counterexample"
+    return Check(
+        "CrossHair contracts",
+        "CrossHair",
+        not bad and all(caught.values()),
+        f"{len(results)} contracts: "
+        + ", ".join(
+            f"{sum(r.status == s for r in results)} {s}"
+            for s in sorted({r.status for r in results})
+        ),
+        time.perf_counter() - start,
+        cells=cells,
+        caught=caught,
+    )
+
+
+def run_vectors(profile: Profile) -> Check:
+    """Golden vectors: the recorded traces still give the spec's results, and the reference's."""
+    from kvpool.oracle import vectors
+    from kvpool.oracle.targets import resolve
+
+    start = time.perf_counter()
+    stale = vectors.check_vectors()
+    against_ref = [(n, d) for n, d in vectors.run_vectors(resolve("reference")) if d is not None]
+    count = len(vectors.load())
+    ok = not stale and not against_ref and count > 0
+    status: Status = "checked" if ok else "failed"
+    # The vectors are generated from the spec to cover every rule and error kind; each
+    # replay compares results, errors, firings and state, so every row is exercised.
+    return Check(
+        "golden vectors",
+        "golden vectors",
+        ok,
+        f"{count} vectors; {len(stale)} stale against the spec, "
+        f"{len(against_ref)} failing on reference",
+        time.perf_counter() - start,
+        cells={row: Cell(status, f"{count} vectors") for row in ROWS if row != "INV-LIST"},
+    )
+
+
+def run_oracle(profile: Profile) -> Check:
+    """The oracle: `kvpool conform` against the reference pool at every level."""
+    from kvpool.oracle.conformance import conform
+    from kvpool.oracle.targets import resolve
+
+    start = time.perf_counter()
+    examples = 50 if profile == "fast" else 200
+    bad: list[str] = []
+    for level in ("safety", "exact", "robust"):
+        report = conform(resolve("reference"), level=level, examples=examples, seed=0)
+        if not report.conforms:
+            bad.append(f"{level}: {report.rule}")
+    status: Status = "failed" if bad else "checked"
+    detail = f"3 levels x {examples} runs"
+    return Check(
+        "oracle vs reference",
+        "oracle",
+        not bad,
+        "; ".join(bad) or f"reference conforms at safety, exact and robust ({detail})",
+        time.perf_counter() - start,
+        cells={row: Cell(status, detail) for row in ROWS},
+    )
+
+
+RUNNERS: list[Callable[[Profile], Check | list[Check]]] = [
+    run_unit_tests,
+    run_lockstep,
+    run_catalogue,
+    run_proofs,
+    run_contracts,
+    run_vectors,
+    run_oracle,
+]
+"""Every check ``make verify`` runs, in order."""
+
+
+def run_all(profile: Profile, console: Console) -> list[Check]:
+    checks: list[Check] = []
+    for runner in RUNNERS:
+        label = (runner.__doc__ or runner.__name__).strip().splitlines()[0]
+        with console.status(f"[bold]{label}[/] ({profile})"):
+            start = time.perf_counter()
+            try:
+                result = runner(profile)
+                produced = result if isinstance(result, list) else [result]
+            except Exception as exc:  # a check that crashed is a failed check, never a pass
+                produced = [
+                    Check(
+                        runner.__name__,
+                        None,
+                        False,
+                        f"crashed: {type(exc).__name__}: {exc}",
+                        time.perf_counter() - start,
+                    )
+                ]
+                console.print(traceback.format_exc(), style="red", markup=False)
+        for check in produced:
+            mark = "[green]ok[/]" if check.ok else "[bold red]FAILED[/]"
+            console.print(f"{mark} {check.name}: {check.summary} [dim]({check.seconds:.1f}s)[/]")
+            checks.append(check)
+    return checks
+
+
+def matrix(checks: list[Check]) -> Table:
+    table = Table(title="What holds, and how we know", show_lines=False)
+    table.add_column("invariant / rule", style="bold")
+    for t in TECHNIQUES:
+        table.add_column(t)
+    by_technique: dict[str, dict[str, Cell]] = {t: {} for t in TECHNIQUES}
+    for c in checks:
+        if c.technique is not None:
+            for row, cell in c.cells.items():
+                by_technique[c.technique][row] = cell
+    for row in ROWS:
+        cells = []
+        for t in TECHNIQUES:
+            cell = by_technique[t].get(row, Cell("n/a"))
+            text = cell.status + (f" ({cell.detail})" if cell.detail else "")
+            cells.append(f"[{_STYLE[cell.status]}]{text}[/]")
+        table.add_row(row, *cells)
+    return table
+
+
+def catalogue(checks: list[Check]) -> Table | None:
+    mutants: dict[str, dict[str, bool]] = {}
+    for c in checks:
+        for m, caught in c.caught.items():
+            mutants.setdefault(m, {})[c.technique or c.name] = caught
+    if not mutants:
+        return None
+    table = Table(title="The bug catalogue: who caught each mutant")
+    table.add_column("mutant", style="bold")
+    table.add_column("caught by")
+    table.add_column("missed by")
+    for m, by in sorted(mutants.items()):
+        caught = ", ".join(t for t, ok in by.items() if ok) or "[bold red]nobody[/]"
+        missed = ", ".join(t for t, ok in by.items() if not ok)
+        table.add_row(m, caught, missed)
+    return table
+
+
+def failures(checks: list[Check]) -> list[str]:
+    out = [f"{c.name}: {c.summary}" for c in checks if not c.ok]
+    for c in checks:
+        out.extend(
+            f"{c.name}: {row} {cell.detail}"
+            for row, cell in c.cells.items()
+            if cell.status == "failed"
+        )
+    for row in ROWS:
+        if not any(c.cells.get(row, Cell("n/a")).status in ("proved", "checked") for c in checks):
+            out.append(f"nothing proved or checked {row}")
+    mutants: dict[str, bool] = {}
+    for c in checks:
+        for m, caught in c.caught.items():
+            mutants[m] = mutants.get(m, False) or caught
+    out.extend(f"mutant {m} was caught by no technique" for m, ok in mutants.items() if not ok)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m kvpool.verify", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--profile", choices=["fast", "full"], default="full")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    args = parser.parse_args(argv)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    start = time.perf_counter()
+    checks = run_all(args.profile, console)
+    console.print()
+    console.print(matrix(checks))
+    table = catalogue(checks)
+    if table is not None:
+        console.print(table)
+    bad = failures(checks)
+    elapsed = time.perf_counter() - start
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "profile": args.profile,
+                    "ok": not bad,
+                    "seconds": elapsed,
+                    "failures": bad,
+                    "checks": [asdict(c) for c in checks],
+                },
+                indent=2,
+            )
+        )
+    if bad:
+        console.print(f"[bold red]{len(bad)} failure(s)[/] in {elapsed:.0f}s:")
+        for line in bad:
+            console.print(f"  - {line}", markup=False)
+        return 1
+    console.print(f"[bold green]all {len(checks)} checks passed[/] in {elapsed:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,7 +31,7 @@ bench: $(BENCH_STAMP)  ## every benchmark; rewrites docs/benchmarks.md and its p
 	$(BIN)/python benchmarks/report.py $(BENCH_ARGS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n auto
+	$(BIN)/python -m pytest -n auto --dist loadfile  # a docs page's examples share one namespace
 
 verify: $(STAMP)
 	$(BIN)/python -m kvpool.verify $(VERIFY_ARGS)

@@ -92,9 +92,15 @@ class FreeKVCacheBlockQueue:
         post: all(b.prev_free_block is None and b.next_free_block is None for b in __return__)
         post: self.num_free_blocks == __old__.self.num_free_blocks - n
         """  # noqa: E501
-        if type(n) is not int or n < 0:
-            raise InvalidArgument(f"n must be an int >= 0, got {n!r}")
-        if n > self.num_free_blocks:
+        # One chained comparison on the hot path; the slow path says what was wrong.
+        # (``__class__`` can be faked, so a failure anywhere goes to the slow path too.)
+        try:
+            ok = n.__class__ is int and 0 <= n <= self.num_free_blocks
+        except Exception:
+            ok = False
+        if not ok:
+            if type(n) is not int or n < 0:
+                raise InvalidArgument(f"n must be an int >= 0, got {n!r}")
             raise InsufficientFreeBlocks(
                 f"cannot pop {n} blocks from a free queue of {self.num_free_blocks}"
             )
@@ -137,8 +143,10 @@ class FreeKVCacheBlockQueue:
         post: self.num_free_blocks >= __old__.self.num_free_blocks
         post: type(blocks) is not list or [b.block_id for b in self.get_all_free_blocks()] == [b.block_id for b in __old__.self.get_all_free_blocks()] + [b.block_id for b in blocks]
         """  # noqa: E501
+        if blocks.__class__ is not list:
+            blocks = _as_list(blocks)
         tail = self.fake_free_list_tail
-        self._splice(_as_list(blocks), tail.prev_free_block, tail)  # type: ignore[arg-type]
+        self._splice(blocks, tail.prev_free_block, tail)  # type: ignore[arg-type]
 
     def prepend_n(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Add ``blocks`` at the front as a group: ``blocks[0]`` becomes the head.
@@ -147,8 +155,10 @@ class FreeKVCacheBlockQueue:
         post: self.num_free_blocks >= __old__.self.num_free_blocks
         post: type(blocks) is not list or [b.block_id for b in self.get_all_free_blocks()] == [b.block_id for b in blocks] + [b.block_id for b in __old__.self.get_all_free_blocks()]
         """  # noqa: E501
+        if blocks.__class__ is not list:
+            blocks = _as_list(blocks)
         head = self.fake_free_list_head
-        self._splice(_as_list(blocks), head, head.next_free_block)  # type: ignore[arg-type]
+        self._splice(blocks, head, head.next_free_block)  # type: ignore[arg-type]
 
     def get_all_free_blocks(self) -> list[KVCacheBlock]:
         """Every free block, front first.
@@ -174,40 +184,69 @@ class FreeKVCacheBlockQueue:
     ) -> None:
         """Chain ``blocks`` in order between the adjacent nodes ``before`` and ``after``.
 
-        Each block must be in no list. The check costs one load per block and
-        needs no set: a block listed twice is already linked when it comes round
-        again. On a refusal the blocks chained so far are unlinked again, so the
-        queue is exactly as it was.
+        Each block must be in no list. The check is one load per block and needs
+        no set: a block listed twice is already linked when it comes round again,
+        and so is every real block of a queue and the tail sentinel. The one node
+        with no ``prev`` link is the head sentinel; rather than compare every block
+        with it, the loop lets it through and one test after the loop sees that it
+        was linked. On any refusal the blocks chained so far are unlinked again and
+        the head's link restored, so the queue is exactly as it was.
         """
         prev = before
         head = self.fake_free_list_head
+        head_next = head.next_free_block
         try:
             for b in blocks:
-                # In a well-formed list (INV-LIST) a linked block has a prev link,
-                # and the only node without one is the head sentinel.
-                if b.prev_free_block is not None or b is head:
+                if b.prev_free_block is not None:
                     raise _AlreadyLinked(b)
                 b.prev_free_block = prev
                 prev.next_free_block = b
                 prev = b
         except (AttributeError, _AlreadyLinked) as exc:
-            # Undo: the chain hangs off ``before`` and ends at a block with no next link.
-            node = before.next_free_block
-            before.next_free_block = after
-            while node is not None and node is not after:
-                nxt = node.next_free_block
-                node.prev_free_block = node.next_free_block = None
-                node = nxt
+            self._unsplice(blocks, before, after, prev, head_next)
             what = exc.args[0] if isinstance(exc, _AlreadyLinked) else None
             raise InvalidArgument(
                 f"{what!r} is already in a free queue (or listed twice)"
                 if what is not None
                 else "an entry is not a block that can be queued"
             ) from None
+        if head.prev_free_block is not None:
+            # Only a loop step sets the head's prev link: the head was in ``blocks``.
+            self._unsplice(blocks, before, after, prev, head_next)
+            raise InvalidArgument(f"{head!r} is a sentinel of the free queue")
         # Close the chain: the last block (or ``before``, for none) meets ``after``.
         prev.next_free_block = after
         after.prev_free_block = prev
         self.num_free_blocks += len(blocks)
+
+    def _unsplice(
+        self,
+        blocks: list[KVCacheBlock],
+        before: KVCacheBlock,
+        after: KVCacheBlock,
+        last: KVCacheBlock,
+        head_next: KVCacheBlock | None,
+    ) -> None:
+        """Undo a partial ``_splice`` whose last chained block is ``last``.
+
+        The chained blocks are a prefix of ``blocks``, all distinct and all in no
+        list before (else the loop would have stopped earlier), ending at ``last``.
+        None was chained exactly when ``before`` still points at ``after`` (the first
+        step points it at ``blocks[0]``, which cannot be ``after``: that is linked).
+        The walk goes by the list, not by the links, since a chained head sentinel
+        may have bent them.
+        """
+        if before.next_free_block is not after:
+            for b in blocks:
+                b.prev_free_block = b.next_free_block = None
+                if b is last:
+                    break
+        # ``after`` is untouched until the chain is closed; the head is restored last,
+        # since ``before`` may be the head itself.
+        before.next_free_block = after
+        head = self.fake_free_list_head
+        head.prev_free_block = None
+        head.next_free_block = head_next
 
     # -- for the pool -----------------------------------------------------------------
 

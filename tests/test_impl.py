@@ -327,3 +327,48 @@ def test_free_queue_refuses_bad_input_and_changes_nothing() -> None:
     q.popleft_n(2)
     with pytest.raises(InsufficientFreeBlocks):
         q.popleft()
+
+
+def _links(q: FreeKVCacheBlockQueue, blocks: list[KVCacheBlock]) -> list[tuple[Any, Any]]:
+    """Every node's (prev, next) as identities, the sentinels included."""
+    nodes = [q.fake_free_list_head, q.fake_free_list_tail, *blocks]
+    return [(id(b.prev_free_block), id(b.next_free_block)) for b in nodes]
+
+
+@pytest.mark.parametrize("queued", [0, 1, 3])
+@pytest.mark.parametrize("method", ["append_n", "prepend_n"])
+@pytest.mark.parametrize(
+    "group",
+    [
+        ["H"],
+        ["H", 0],
+        [0, "H"],
+        [0, "H", 1],
+        [0, "H", 0],  # the head, then a block listed twice
+        ["H", "H"],
+        [0, "H", "x"],  # the head, then something that is not a block
+        [0, 1, "T"],
+        [0, "Q"],  # a block already in the queue
+    ],
+)
+def test_splice_refuses_sentinels_anywhere_and_restores_every_link(
+    queued: int, method: str, group: list[Any]
+) -> None:
+    """The loop lets the head sentinel through and catches it after: every link must come back."""
+    inside = [KVCacheBlock(100 + i) for i in range(queued)]
+    loose = [KVCacheBlock(i) for i in range(2)]
+    q = FreeKVCacheBlockQueue(inside)
+    if "Q" in group and not inside:
+        return  # nothing queued to list again
+    names = {"H": q.fake_free_list_head, "T": q.fake_free_list_tail, "x": "x"}
+    args = [names[g] if isinstance(g, str) and g != "Q" else g for g in group]
+    args = [inside[0] if g == "Q" else loose[g] if isinstance(g, int) else g for g in args]
+    before = _links(q, inside + loose)
+    with pytest.raises(InvalidArgument):
+        getattr(q, method)(args)
+    assert _links(q, inside + loose) == before
+    assert ids(q.get_all_free_blocks()) == [b.block_id for b in inside]
+    assert q.num_free_blocks == queued
+    # and the queue still works
+    getattr(q, method)(loose)
+    assert len(q.popleft_n(queued + 2)) == queued + 2

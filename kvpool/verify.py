@@ -68,6 +68,8 @@ class Check:
     cells: dict[str, Cell] = field(default_factory=dict)
     caught: dict[str, bool] = field(default_factory=dict)
     """mutant name -> whether this technique caught it (only mutants it was run on)."""
+    evidence: dict[str, str] = field(default_factory=dict)
+    """mutant name -> what this technique reported when it caught it (the rule broken)."""
 
 
 def _pytest(name: str, files: list[str], technique: str | None = None) -> Check:
@@ -121,6 +123,8 @@ def run_proofs(profile: Profile) -> list[Check]:
         if r.kind == "mutant":
             name = r.obligation.rsplit("[", 1)[-1].rstrip("]")
             check.caught[f"spec:{name}"] = check.caught.get(f"spec:{name}", False) or r.ok
+            if r.ok:
+                check.evidence.setdefault(f"spec:{name}", ", ".join(r.invariants))
             if not r.ok:
                 check.ok = False
             continue
@@ -184,11 +188,14 @@ def run_catalogue(profile: Profile) -> Check:
 
     start = time.perf_counter()
     caught: dict[str, bool] = {}
+    evidence: dict[str, str] = {}
     missed: list[str] = []
     for m in mutants.MUTANTS:
         found = machine.kill(m)
         caught[m.name] = found.killed
-        if not found.killed:
+        if found.killed:
+            evidence[m.name] = found.rule or "?"
+        else:
             missed.append(m.name)
     return Check(
         "bug catalogue (lockstep)",
@@ -198,6 +205,7 @@ def run_catalogue(profile: Profile) -> Check:
         + (f"; survived: {', '.join(missed)}" if missed else ""),
         time.perf_counter() - start,
         caught=caught,
+        evidence=evidence,
     )
 
 
@@ -220,12 +228,14 @@ def run_contracts(profile: Profile) -> Check:
             elif inv not in cells or cells[inv].status == "proved":
                 cells[inv] = Cell("checked", "no counterexample within budget")
     caught: dict[str, bool] = {}
+    evidence: dict[str, str] = {}
     if profile == "full":
         from kvpool.contracts import bugs
 
         for name, entry in bugs.CROSSHAIR_FINDS.items():
             found = contracts.check_one(entry, "fast", name)
             caught[f"crosshair:{name}"] = found.status == "counterexample"
+            evidence[f"crosshair:{name}"] = f"counterexample in {entry}"
     return Check(
         "CrossHair contracts",
         "CrossHair",
@@ -238,12 +248,15 @@ def run_contracts(profile: Profile) -> Check:
         time.perf_counter() - start,
         cells=cells,
         caught=caught,
+        evidence=evidence,
     )
 
 
 def run_vectors(profile: Profile) -> Check:
     """Golden vectors: the recorded traces still give the spec's results, and the reference's."""
+    from kvpool import mutants
     from kvpool.oracle import vectors
+    from kvpool.oracle.pytest_plugin import as_target
     from kvpool.oracle.targets import resolve
 
     start = time.perf_counter()
@@ -252,6 +265,19 @@ def run_vectors(profile: Profile) -> Check:
     count = len(vectors.load())
     ok = not stale and not against_ref and count > 0
     status: Status = "checked" if ok else "failed"
+    # Fixed vectors are the cheapest check a user can run; the catalogue shows what
+    # they miss (a survivor here is information, not a failure: lockstep must catch it).
+    caught: dict[str, bool] = {}
+    evidence: dict[str, str] = {}
+    for m in mutants.MUTANTS:
+        try:
+            bad = [(n, d) for n, d in vectors.run_vectors(as_target(m.pool_class())) if d]
+        except Exception as exc:  # the mutant crashed the replay: that is a detection
+            caught[m.name], evidence[m.name] = True, f"target crashed ({type(exc).__name__})"
+            continue
+        caught[m.name] = bool(bad)
+        if bad:
+            evidence[m.name] = f"{bad[0][1].rule} ({len(bad)}/{count} vectors)"
     # The vectors are generated from the spec to cover every rule and error kind; each
     # replay compares results, errors, firings and state, so every row is exercised.
     return Check(
@@ -259,9 +285,12 @@ def run_vectors(profile: Profile) -> Check:
         "golden vectors",
         ok,
         f"{count} vectors; {len(stale)} stale against the spec, "
-        f"{len(against_ref)} failing on reference",
+        f"{len(against_ref)} failing on reference; "
+        f"{sum(caught.values())}/{len(caught)} catalogue mutants fail a vector",
         time.perf_counter() - start,
         cells={row: Cell(status, f"{count} vectors") for row in ROWS if row != "INV-LIST"},
+        caught=caught,
+        evidence=evidence,
     )
 
 
@@ -279,17 +308,38 @@ def run_oracle(profile: Profile) -> Check:
             bad.append(f"{level}: {report.rule}")
     status: Status = "failed" if bad else "checked"
     detail = f"3 levels x {examples} runs"
+    caught: dict[str, bool] = {}
+    evidence: dict[str, str] = {}
+    extra = ""
+    if profile == "full":
+        # What a user's CI would see: `kvpool conform` on each catalogue mutant.
+        from kvpool.oracle import catalogue
+
+        for row in catalogue.run(CATALOGUE_EXAMPLES):
+            caught[row["mutant"]] = row["killed"]
+            if row["killed"]:
+                evidence[row["mutant"]] = f"{row['rule']} ({row['calls_in_minimal_trace']} calls)"
+        extra = f"; {sum(caught.values())}/{len(caught)} catalogue mutants fail conform"
     return Check(
         "oracle vs reference",
         "oracle",
         not bad,
-        "; ".join(bad) or f"reference conforms at safety, exact and robust ({detail})",
+        ("; ".join(bad) or f"reference conforms at safety, exact and robust ({detail})") + extra,
         time.perf_counter() - start,
         cells={row: Cell(status, detail) for row in ROWS},
+        caught=caught,
+        evidence=evidence,
     )
 
 
-RUNNERS: list[Callable[[Profile], Check | list[Check]]] = [
+CATALOGUE_EXAMPLES = 100
+"""Examples per mutant for `kvpool conform` over the catalogue in the full profile
+(`make conform-mutants` runs 500)."""
+
+
+Runner = Callable[[Profile], Check | list[Check]]
+
+RUNNERS: list[Runner] = [
     run_unit_tests,
     run_lockstep,
     run_catalogue,
@@ -329,40 +379,51 @@ def run_all(profile: Profile, console: Console) -> list[Check]:
 
 
 def matrix(checks: list[Check]) -> Table:
-    table = Table(title="What holds, and how we know", show_lines=False)
-    table.add_column("invariant / rule", style="bold")
-    for t in TECHNIQUES:
-        table.add_column(t)
+    """Rows: invariants and rules; columns: techniques. A bound every cell of a column
+    shares goes into the column's header, so the cells read at a glance."""
     by_technique: dict[str, dict[str, Cell]] = {t: {} for t in TECHNIQUES}
     for c in checks:
         if c.technique is not None:
             for row, cell in c.cells.items():
                 by_technique[c.technique][row] = cell
+    table = Table(title="What holds, and how we know")
+    table.add_column("invariant / rule", style="bold", no_wrap=True)
+    shared: dict[str, str] = {}
+    for t in TECHNIQUES:
+        details = {cell.detail for cell in by_technique[t].values()}
+        shared[t] = details.pop() if len(details) == 1 else ""
+        table.add_column(f"{t}\n[dim]{shared[t]}[/]" if shared[t] else t)
     for row in ROWS:
         cells = []
         for t in TECHNIQUES:
             cell = by_technique[t].get(row, Cell("n/a"))
-            text = cell.status + (f" ({cell.detail})" if cell.detail else "")
+            mark = {"proved": "✔ ", "checked": "✓ ", "failed": "✗ ", "n/a": ""}[cell.status]
+            text = mark + ("·" if cell.status == "n/a" else cell.status)
+            if cell.detail and cell.detail != shared[t]:
+                text += f" [dim]({cell.detail})[/]"
             cells.append(f"[{_STYLE[cell.status]}]{text}[/]")
         table.add_row(row, *cells)
     return table
 
 
 def catalogue(checks: list[Check]) -> Table | None:
-    mutants: dict[str, dict[str, bool]] = {}
+    """Every seeded bug, each technique that was run on it, and what it reported."""
+    mutants: dict[str, dict[str, tuple[bool, str]]] = {}
     for c in checks:
-        for m, caught in c.caught.items():
-            mutants.setdefault(m, {})[c.technique or c.name] = caught
+        for m, hit in c.caught.items():
+            mutants.setdefault(m, {})[c.technique or c.name] = (hit, c.evidence.get(m, ""))
     if not mutants:
         return None
-    table = Table(title="The bug catalogue: who caught each mutant")
-    table.add_column("mutant", style="bold")
+    table = Table(title="The bug catalogue: who caught each mutant, and what broke")
+    table.add_column("mutant", style="bold", no_wrap=True)
     table.add_column("caught by")
-    table.add_column("missed by")
+    table.add_column("missed by", style="yellow")
     for m, by in sorted(mutants.items()):
-        caught = ", ".join(t for t, ok in by.items() if ok) or "[bold red]nobody[/]"
-        missed = ", ".join(t for t, ok in by.items() if not ok)
-        table.add_row(m, caught, missed)
+        caught = "; ".join(
+            f"{t}" + (f" [dim]({why})[/]" if why else "") for t, (ok, why) in by.items() if ok
+        )
+        missed = ", ".join(t for t, (ok, _) in by.items() if not ok)
+        table.add_row(m, caught or "[bold red]nobody[/]", missed)
     return table
 
 
@@ -385,6 +446,10 @@ def failures(checks: list[Check]) -> list[str]:
     return out
 
 
+def _console() -> Console:
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m kvpool.verify", description=__doc__.splitlines()[0]
@@ -392,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=["fast", "full"], default="full")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = _console()
     start = time.perf_counter()
     checks = run_all(args.profile, console)
     console.print()

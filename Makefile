@@ -39,7 +39,8 @@ verify: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy -p kvpool.spec -p kvpool.impl -p kvpool.oracle -p kvpool.proofs -p kvpool.contracts -p kvpool.mutants
+	$(BIN)/mypy -p kvpool.spec -p kvpool.impl -p kvpool.oracle -p kvpool.proofs -p kvpool.contracts -p kvpool.mutants -m kvpool.verify
+	$(BIN)/mypy benchmarks/*.py
 
 format: $(STAMP)
 	$(BIN)/ruff format .

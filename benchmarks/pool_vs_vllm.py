@@ -23,6 +23,7 @@ shows their median, min and max. Below 1.0 means kvpool is faster.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import random
@@ -263,8 +264,8 @@ def run(
             q1, q2 = our_queue(), their_queue()
             side_by_side(
                 label,
-                lambda q=q1, k=kind, c=checked: _micro(q, k, c),
-                lambda q=q2, k=kind: _micro(q, k, True),
+                functools.partial(_micro, q1, kind, checked),
+                functools.partial(_micro, q2, kind, True),
             )
 
     workload_points: list[dict[str, float]] = []

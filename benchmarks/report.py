@@ -133,9 +133,18 @@ def render(results: dict[str, Any]) -> str:
         "repetition by repetition; absolute times differ from machine to machine, ratios "
         "much less.",
         "",
-        f"Run on {results['date']}: {results['machine']}.",
+        f"Page written {results['date']}. Each section says when and on what machine its "
+        'figures were measured (`make bench BENCH_ARGS="--only SECTION"` re-runs one).',
         "",
     ]
+
+    def measured(section: dict[str, Any]) -> list[str]:
+        when = section.get("measured", "before sections were dated")
+        quick = (
+            " (a `--quick` smoke run: too few repetitions to quote)" if section.get("quick") else ""
+        )
+        return [f"*Measured {when}.{quick}*", ""]
+
     pool = results.get("pool")
     if pool:
         lines += [
@@ -147,6 +156,7 @@ def render(results: dict[str, Any]) -> str:
             "validating at its own level. The serving rows go through each pool's public API, "
             "kvpool validating every call.",
             "",
+            *measured(pool),
             "| workload | kvpool µs | vLLM µs | median | min | max |",
             "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
@@ -167,16 +177,19 @@ def render(results: dict[str, Any]) -> str:
     for name, title in (("oracle", "Oracle throughput"), ("proofs", "Proof reach")):
         section = results.get(name)
         if section and section.get("markdown"):
-            lines += [f"## {title}", "", section["markdown"], ""]
+            lines += [f"## {title}", "", *measured(section), section["markdown"], ""]
     wall = results.get("walltime")
     if wall:
         lines += [
             "## Wall time of the two commands",
             "",
+            *measured(wall),
             "| command | seconds | passed |",
             "| --- | ---: | --- |",
         ]
         for cmd, w in wall.items():
+            if not isinstance(w, dict):
+                continue
             lines.append(f"| `{cmd}` | {w['seconds']:.0f} | {'yes' if w['ok'] else 'no'} |")
         lines.append("")
     return "\n".join(lines)
@@ -195,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only or SECTIONS:
         print(f"== {name}", flush=True)
         results[name] = SECTIONS[name](args.quick)
+        # Sections can be re-run alone (--only), so each carries when and where it ran.
+        results[name]["measured"] = f"{results['date']}, {results['machine']}"
+        results[name]["quick"] = args.quick
     RESULTS.write_text(json.dumps(results, indent=2))
     (DOCS / "img").mkdir(parents=True, exist_ok=True)
     if results.get("pool"):

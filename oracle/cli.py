@@ -18,6 +18,7 @@ from rich.table import Table
 from kvpool.spec.state import PoolState
 
 from .conformance import LEVELS, ReplayResult, SavedTrace, conform, replay
+from .machine import format_outcome
 from .targets import TargetError, resolve
 
 console = Console(stderr=False, highlight=False)
@@ -44,17 +45,6 @@ def _queue(ps: PoolState | None) -> str:
     return f"free: {q or '(empty)'}" + (f"  in use: {used}" if used else "")
 
 
-def _fmt(out: Any) -> str:
-    if out is None:
-        return "crashed"
-    if out.error is not None:
-        return f"! {out.error.value}"
-    text = "ok" if out.value is None else repr(out.value)
-    if out.fired:
-        text += " fired " + " ".join(f"w{f.watcher}@{f.pool}:{f.block}" for f in out.fired)
-    return text
-
-
 def render(result: ReplayResult, title: str) -> Table:
     """The steps as a table: call, expected against observed, the free queue after it."""
     table = Table(title=title, show_lines=False)
@@ -69,7 +59,7 @@ def render(result: ReplayResult, title: str) -> Table:
         if s.call is None:
             table.add_row(str(i), f"[dim]{s.note}[/dim]", "", "", "", style=style)
             continue
-        tgt = "same" if s.observed == s.expected else _fmt(s.observed)
+        tgt = "same" if s.observed == s.expected else format_outcome(s.observed)
         pools = range(len(s.spec_state))
         lines = []
         for p in pools:
@@ -79,7 +69,7 @@ def render(result: ReplayResult, title: str) -> Table:
                 line += f"\n   target {_queue(theirs)}"
             lines.append(line)
         queues = "\n".join(lines)
-        table.add_row(str(i), repr(s.call), _fmt(s.expected), tgt, queues, style=style)
+        table.add_row(str(i), repr(s.call), format_outcome(s.expected), tgt, queues, style=style)
     return table
 
 

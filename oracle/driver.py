@@ -192,39 +192,56 @@ class Driver:
         if isinstance(op, DropPool):
             self.pools[op.pool] = None
             return None
-        pool = self.pool(op.pool)
-        if isinstance(op, GetNewBlocks):
-            return tuple(b.block_id for b in pool.get_new_blocks(op.n))
-        if isinstance(op, FreeBlocks):
-            blocks = [self.block(e) for e in op.blocks]
-            if op.evict_first is False:
-                pool.free_blocks(blocks)
-            else:
-                pool.free_blocks(blocks, evict_first=op.evict_first)
-            return None
-        if isinstance(op, Touch):
-            pool.touch([self.block(e) for e in op.blocks])
-            return None
-        if isinstance(op, UnpinBlocks):
-            pool.unpin_blocks([self.block(e) for e in op.blocks], self.watcher(op.watcher))
-            return None
-        if isinstance(op, CacheBlocks):
-            pool.cache_blocks([self.block(e) for e in op.blocks], list(op.keys))
-            return None
-        if isinstance(op, GetCachedBlock):
-            block = pool.get_cached_block(op.key)
-            return None if block is None else block.block_id
-        if isinstance(op, EvictBlocks):
-            pool.evict_blocks(list(op.block_ids))
-            return None
-        if isinstance(op, ResetPrefixCache):
-            return bool(pool.reset_prefix_cache())
-        if isinstance(op, GetNumFreeBlocks):
-            return pool.get_num_free_blocks()
-        if isinstance(op, GetUsage):
-            return float(pool.get_usage())
-        if isinstance(op, IsBlockWritable):
-            return bool(pool.is_block_writable(self.block(op.block)))
-        if isinstance(op, TakeEvents):
-            return tuple(pool.take_events())
-        raise TypeError(f"not an operation: {op!r}")
+        method, args, result = CALLS[type(op)]
+        pos, kw = args(self, op)
+        return result(getattr(self.pool(op.pool), method)(*pos, **kw))
+
+
+_Args = Callable[[Driver, Any], tuple[tuple[object, ...], dict[str, object]]]
+_NO_ARGS: _Args = lambda d, op: ((), {})  # noqa: E731
+
+
+def _ignored(result: object) -> None:
+    return None
+
+
+def _blocks(d: Driver, op: Any) -> list[Any]:
+    return [d.block(e) for e in op.blocks]
+
+
+CALLS: dict[type[Op], tuple[str, _Args, Callable[[Any], object]]] = {
+    GetNewBlocks: (
+        "get_new_blocks",
+        lambda d, op: ((op.n,), {}),
+        lambda blocks: tuple(b.block_id for b in blocks),
+    ),
+    FreeBlocks: (
+        "free_blocks",  # evict_first only when asked: vLLM 0.33 has no such parameter
+        lambda d, op: (
+            (_blocks(d, op),),
+            {} if op.evict_first is False else {"evict_first": op.evict_first},
+        ),
+        _ignored,
+    ),
+    Touch: ("touch", lambda d, op: ((_blocks(d, op),), {}), _ignored),
+    UnpinBlocks: (
+        "unpin_blocks",
+        lambda d, op: ((_blocks(d, op), d.watcher(op.watcher)), {}),
+        _ignored,
+    ),
+    CacheBlocks: ("cache_blocks", lambda d, op: ((_blocks(d, op), list(op.keys)), {}), _ignored),
+    GetCachedBlock: (
+        "get_cached_block",
+        lambda d, op: ((op.key,), {}),
+        lambda block: None if block is None else block.block_id,
+    ),
+    EvictBlocks: ("evict_blocks", lambda d, op: ((list(op.block_ids),), {}), _ignored),
+    ResetPrefixCache: ("reset_prefix_cache", _NO_ARGS, bool),
+    GetNumFreeBlocks: ("get_num_free_blocks", _NO_ARGS, lambda n: n),
+    GetUsage: ("get_usage", _NO_ARGS, float),
+    IsBlockWritable: ("is_block_writable", lambda d, op: ((d.block(op.block),), {}), bool),
+    TakeEvents: ("take_events", _NO_ARGS, tuple),
+}
+"""Every pool operation (all but DropPool): the method it calls on a vLLM-API pool, how the
+spec operation's arguments become the call's, and how the call's result becomes the spec's
+value. The one op -> pool-call translation of the oracle (targets.METHODS is derived)."""

@@ -1,12 +1,24 @@
 """Fast lockstep checking of long random workloads, with incremental comparison.
 
-:func:`run_random` drives the spec and a target with a long stream of valid calls
-(allocate, cache prefix keys, look up and touch hits, free, evict, take events) and
-compares, at every call, the outcome (ids, values, errors, watchers fired) and the
-state of every block the call named or returned (ref_cnt, key); the whole state
-(free queue order, index, watchers, events) every ``check_every`` calls and at the
-end. This is how the oracle checks big pools quickly; the Hypothesis search of
-``kvpool conform`` is for finding and shrinking failures on small ones.
+:func:`run_random` drives the spec and a target with a long stream of calls and
+compares them incrementally: every call's outcome, and the state of every block the
+call named or returned; the whole state every ``check_every`` calls and at the end.
+This is how the oracle checks big pools quickly; the Hypothesis search of
+``kvpool conform`` is for finding and shrinking failures on small ones. Per level:
+
+* ``exact`` -- valid calls (allocate, cache prefix keys, look up and touch hits, free,
+  evict, take events); each outcome compared in full (ids, values, errors, watchers
+  fired), each named block's ``ref_cnt`` and key; the whole state (free queue order,
+  index, watchers, events) and every INV-* every ``check_every`` calls.
+* ``safety`` -- the same calls, any eviction order: when the target hands out other
+  blocks than the spec, the spec's blocks are renamed after the target's choice (as
+  ``kvpool conform --level safety`` does) and the workload goes on with what the target
+  returned. Compared: error kinds, ``ref_cnt >= 0`` of each named block, and every
+  INV-* on the target's own state every ``check_every`` calls.
+* ``robust`` -- ``exact`` plus unpins with watchers (some raising, some calling back
+  into the pool) and invalid calls of every single-pool error kind; each refused call
+  must give its kind and leave the blocks it named as they were, and every raising
+  watcher must be reported through ``sys.unraisablehook``.
 """
 
 from __future__ import annotations
@@ -22,15 +34,69 @@ from kvpool.spec.ops import (
     FreeBlocks,
     GetCachedBlock,
     GetNewBlocks,
+    GetNumFreeBlocks,
+    IsBlockWritable,
     Op,
+    Outcome,
     TakeEvents,
     Touch,
+    UnpinBlocks,
 )
-from kvpool.spec.state import World
+from kvpool.spec.state import PoolState, World
 
-from .driver import Driver
+from .conformance import LEVELS
+from .driver import Driver, WatcherAction
 from .machine import state_diff
 from .targets import Target
+
+RAISING = (6, 7)
+"""Watcher ids that raise when they fire (robust)."""
+REENTRANT: dict[int, Op] = {4: GetNumFreeBlocks(), 5: IsBlockWritable(1)}
+"""Watcher ids that call back into the pool when they fire (robust)."""
+
+
+def same_state(a: PoolState, b: PoolState) -> bool:
+    """``a.snapshot() == b.snapshot()``, without building the snapshots (big pools)."""
+    return (
+        a.ref == b.ref
+        and a.key == b.key
+        and list(a.free) == list(b.free)
+        and (a.num_blocks, a.caching, a.events_on, a.registered, a.fired)
+        == (b.num_blocks, b.caching, b.events_on, b.registered, b.fired)
+        and len(a.index) == len(b.index)
+        and all(list(h) == list(b.index.get(k, ())) for k, h in a.index.items())
+        and list(a.pending.items()) == list(b.pending.items())
+        and a.log == b.log
+        and a.view == b.view
+    )
+
+
+def rename(ps: PoolState, a: int, b: int) -> None:
+    """Swap the names of blocks ``a`` and ``b`` in O(1), for ``safety`` only.
+
+    Unlike :func:`kvpool.oracle.conformance.relabel` it does not keep the order of the
+    free queue, of the holders of a key or of the pending watchers: ``safety`` compares
+    none of them, only which blocks are free, referenced, keyed and watched.
+    """
+    if a == b:
+        return
+    for x, y in ((a, b), (b, a)):
+        k = ps.key[x]
+        if k is not None:
+            holders = ps.index[k]
+            del holders[x]
+            holders[y] = None
+    ps.ref[a], ps.ref[b] = ps.ref[b], ps.ref[a]
+    ps.key[a], ps.key[b] = ps.key[b], ps.key[a]
+    if (a in ps.free) != (b in ps.free):
+        gone, come = (a, b) if a in ps.free else (b, a)
+        del ps.free[gone]
+        ps.free[come] = None
+    wa, wb = ps.pending.pop(a, None), ps.pending.pop(b, None)
+    if wa is not None:
+        ps.pending[b] = wa
+    if wb is not None:
+        ps.pending[a] = wb
 
 
 @dataclass
@@ -38,6 +104,7 @@ class FastResult:
     ops: int
     seconds: float
     divergence: str | None
+    level: str = "exact"
 
     @property
     def ops_per_second(self) -> float:
@@ -52,7 +119,12 @@ def run_random(
     check_every: int = 1000,
     caching: bool = True,
     events: bool = True,
+    level: str = "exact",
 ) -> FastResult:
+    """Run ``ops`` random calls on the spec and ``target`` at ``level``; the first divergence."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    safety, robust = level == "safety", level == "robust"
     rng = random.Random(seed)
     world = World.single(num_blocks, caching, events)
     driver = Driver(target.factory, [(num_blocks, caching, events)])
@@ -62,40 +134,116 @@ def run_random(
     held: list[list[int]] = []
     done = 0
     start = time.perf_counter()
+    if robust:
+        for wid in RAISING:
+            driver.set_action(wid, WatcherAction(raise_error=True))
+        for wid, probe in REENTRANT.items():
+            driver.set_action(wid, WatcherAction(op=probe))
 
     last: list[object] = [None]
     codec = getattr(pool, "codec", None)
     decode = codec.decode if codec is not None else None
+    state_check = target.state_check
+
+    def compare(op: Op, expected: Outcome, observed: Outcome, where: str = "") -> str | None:
+        if expected.error != observed.error or (not safety and expected != observed):
+            return f"call {done}: {op!r}{where}: spec {expected}, target {observed}"
+        return None
 
     def step(op: Op, touched: list[int]) -> str | None:
         nonlocal done
         expected = world.apply(op)
         observed = driver.execute(op)
         done += 1
-        last[0] = expected.value
-        if expected != observed:
-            return f"call {done}: {op!r}: spec {expected}, target {observed}"
+        problem = compare(op, expected, observed)
+        raised = sum(1 for f in expected.fired if f.watcher in RAISING)
+        for nop, nobs in driver.nested:
+            nexp = world.apply(nop)
+            done += 1
+            raised += sum(1 for f in nexp.fired if f.watcher in RAISING)
+            problem = problem or compare(nop, nexp, nobs, " (run by a watcher)")
+        if problem is not None:
+            return problem
+        if robust and raised != len(driver.unraisable):
+            return f"call {done}: {op!r}: {raised} raising watcher(s), reported {driver.unraisable}"
+        if safety:
+            if isinstance(op, GetNewBlocks) and observed.ok and observed.value != expected.value:
+                todo: list[int] = list(expected.value)  # type: ignore[call-overload]
+                got: tuple[int, ...] = observed.value  # type: ignore[assignment]
+                for i, t in enumerate(got):
+                    s_id = todo[i]
+                    rename(ps, s_id, t)
+                    todo = [t if x == s_id else s_id if x == t else x for x in todo]
+            last[0] = observed.value
+        else:
+            last[0] = expected.value
         ids = touched
-        if isinstance(expected.value, tuple) and isinstance(op, GetNewBlocks):
-            ids = [*touched, *expected.value]
+        if isinstance(last[0], tuple) and isinstance(op, GetNewBlocks):
+            ids = [*touched, *last[0]]
         for b in ids:
             blk = blocks[b]
+            if safety:
+                if blk.ref_cnt < 0:
+                    return f"call {done}: {op!r}: INV-REF: block {b} has ref_cnt {blk.ref_cnt}"
+                continue
             key = blk.block_hash
             if decode is not None and key is not None:
                 key = decode(key)
             if blk.ref_cnt != ps.ref[b] or key != ps.key[b]:
-                return f"call {done}: {op!r}: block {b} differs"
-        if done % check_every == 0 and target.state_check is not None:
-            observed_state = target.state_check(driver, 0)
-            if observed_state.snapshot() != ps.snapshot():
-                return f"call {done}: state differs: {state_diff(ps, observed_state)}"
-            viol = check_pool(observed_state)
-            if viol:
-                return f"call {done}: {viol[0]}"
+                what = "refusing it changed" if expected.error else "after it, differs:"
+                return f"call {done}: {op!r}: {what} block {b}"
+        if done % check_every < 1 + len(driver.nested) and state_check is not None:
+            return whole_state(f"call {done}")
+        return None
+
+    def whole_state(where: str) -> str | None:
+        assert state_check is not None
+        observed_state = state_check(driver, 0)
+        if not safety:
+            # Equal to the spec's state, the target's state keeps every INV-* the spec keeps.
+            same = same_state(ps, observed_state)
+            return None if same else f"{where}: state differs: {state_diff(ps, observed_state)}"
+        viol = check_pool(observed_state)
+        return f"{where}: {viol[0]}" if viol else None
+
+    def some_free_block() -> int | None:
+        for _ in range(8):
+            b = rng.randrange(1, num_blocks)
+            if ps.ref[b] == 0:
+                return b
+        return None
+
+    def invalid_call() -> str | None:
+        """One call the spec refuses (robust): its kind, and nothing it names changes."""
+        kind = rng.randrange(8)
+        if kind == 0:
+            return step(GetNewBlocks(rng.choice([-1, len(ps.free) + 1])), [])
+        if kind == 1:
+            free = some_free_block()
+            return None if free is None else step(FreeBlocks((free,)), [free])
+        req = held[rng.randrange(len(held))] if held else []
+        if kind == 2 and req:
+            b = req[0]
+            return step(FreeBlocks((b,) * (ps.ref[b] + 1)), [b])
+        if kind == 3:
+            return step(EvictBlocks((rng.choice([0, num_blocks, -1]),)), [])
+        if kind == 4 and caching:
+            free = some_free_block()
+            return None if free is None else step(CacheBlocks((free,), ("x",)), [free])
+        if kind == 5 and caching:
+            keyed = [b for b in req if ps.key[b] is not None]
+            return step(CacheBlocks(tuple(keyed[:1]), ("y",)), keyed[:1]) if keyed else None
+        if kind == 6:
+            return step(UnpinBlocks((0,), 1), [])
+        if req:
+            return step(UnpinBlocks((req[0],), "not callable"), [req[0]])
         return None
 
     problem: str | None = None
     while done < ops and problem is None:
+        if robust and rng.random() < 0.05:
+            problem = invalid_call()
+            continue
         r = rng.random()
         if r < 0.35 or not held:
             n = min(rng.randint(1, 16), len(ps.free))
@@ -105,6 +253,8 @@ def run_random(
         elif r < 0.5:
             req = held[rng.randrange(len(held))]
             fresh = [b for b in req if ps.key[b] is None][:4]
+            if safety:  # keys may differ between the two sides: keyless on both
+                fresh = [b for b in fresh if getattr(blocks[b], "block_hash", None) is None]
             if fresh and caching:
                 keys = [f"k{rng.randrange(4000)}" for _ in fresh]
                 problem = step(CacheBlocks(tuple(fresh), tuple(keys)), fresh)
@@ -117,14 +267,15 @@ def run_random(
         elif r < 0.95:
             req = held.pop(rng.randrange(len(held)))
             req.reverse()
-            problem = step(FreeBlocks(tuple(req)), req)
+            if robust and r > 0.85:  # unpin instead: readable until reused, a watcher fires
+                problem = step(UnpinBlocks(tuple(req), rng.randrange(8)), req)
+            else:
+                problem = step(FreeBlocks(tuple(req)), req)
         elif r < 0.98:
             ids = [rng.randrange(1, num_blocks) for _ in range(3)]
             problem = step(EvictBlocks(tuple(ids)), ids)
         else:
             problem = step(TakeEvents(), [])
-    if problem is None and target.state_check is not None:
-        final = target.state_check(driver, 0)
-        if final.snapshot() != ps.snapshot():
-            problem = f"end: state differs: {state_diff(ps, final)}"
-    return FastResult(done, time.perf_counter() - start, problem)
+    if problem is None and state_check is not None:
+        problem = whole_state("end")
+    return FastResult(done, time.perf_counter() - start, problem, level)

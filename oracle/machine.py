@@ -211,7 +211,8 @@ class Trace:
         return [s.op for s in self.steps if s.op is not None]
 
 
-def _fmt_outcome(out: Outcome | None) -> str:
+def format_outcome(out: Outcome | None) -> str:
+    """An outcome in a few characters: ``ok``, a value, ``! ErrorKind``, the watchers fired."""
     if out is None:
         return "crashed"
     if out.error is not None:
@@ -235,11 +236,13 @@ def format_trace(trace: Trace | None) -> str:
             lines.append(f"{i:3d}. {s.note}")
             continue
         same = s.target is not None and s.spec == s.target
-        tgt = "same" if same else _fmt_outcome(s.target)
-        lines.append(f"{i:3d}. {s.op!r} -> spec {_fmt_outcome(s.spec)} | target {tgt}")
+        tgt = "same" if same else format_outcome(s.target)
+        lines.append(f"{i:3d}. {s.op!r} -> spec {format_outcome(s.spec)} | target {tgt}")
         for nop, nexp, nobs in s.nested:
-            ntgt = "same" if nexp == nobs else _fmt_outcome(nobs)
-            lines.append(f"       watcher ran {nop!r} -> spec {_fmt_outcome(nexp)} | target {ntgt}")
+            ntgt = "same" if nexp == nobs else format_outcome(nobs)
+            lines.append(
+                f"       watcher ran {nop!r} -> spec {format_outcome(nexp)} | target {ntgt}"
+            )
     return "\n".join(lines)
 
 

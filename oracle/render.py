@@ -355,16 +355,9 @@ def _explore_ops(num_blocks: int) -> list[Op]:
 
 
 def _op_name(op: Op) -> str:
-    names = {
-        GetNewBlocks: "get_new_blocks",
-        FreeBlocks: "free_blocks",
-        Touch: "touch",
-        UnpinBlocks: "unpin_blocks",
-        CacheBlocks: "cache_blocks",
-        EvictBlocks: "evict_blocks",
-        ResetPrefixCache: "reset_prefix_cache",
-    }
-    name = names[type(op)]
+    from .driver import CALLS
+
+    name = CALLS[type(op)][0]
     if isinstance(op, FreeBlocks) and op.evict_first:
         name = "free_blocks(evict_first)"
     return name

@@ -50,22 +50,9 @@ from kvpool.spec.ops import (
 )
 from kvpool.spec.state import PoolState, World
 
-from .driver import Driver, PoolFactory
+from .driver import CALLS, Driver, PoolFactory
 
-METHODS: dict[str, str] = {
-    "GetNewBlocks": "get_new_blocks",
-    "FreeBlocks": "free_blocks",
-    "Touch": "touch",
-    "UnpinBlocks": "unpin_blocks",
-    "CacheBlocks": "cache_blocks",
-    "GetCachedBlock": "get_cached_block",
-    "EvictBlocks": "evict_blocks",
-    "ResetPrefixCache": "reset_prefix_cache",
-    "GetNumFreeBlocks": "get_num_free_blocks",
-    "GetUsage": "get_usage",
-    "IsBlockWritable": "is_block_writable",
-    "TakeEvents": "take_events",
-}
+METHODS: dict[str, str] = {cls.__name__: call[0] for cls, call in CALLS.items()}
 """Capability (an op class name) -> the pool method it needs."""
 
 EVICT_FIRST = "evict_first"

@@ -3,16 +3,35 @@
 ``kvpool.oracle.record(pool, "pool.log")`` returns a proxy for ``pool`` that forwards
 every call and appends one JSON line per call with its arguments (as block ids) and
 what it observably did (returned ids, error kind, watchers fired). It works on
-pools with kvpool's API and on vLLM's real ``BlockPool`` (``cache_full_blocks`` and
-``get_cached_block(hash, group_ids)`` are logged as the spec's ``CacheBlocks`` and
-``GetCachedBlock`` with the key ``"<hash hex>/<group>"``; one group per lookup).
-The cost per call is a few list comprehensions and one ``json.dumps``.
+pools with kvpool's API and on vLLM's real ``BlockPool``. The cost per call is a few
+list comprehensions and one ``json.dumps``.
+
+KV cache groups (hybrid models). vLLM keeps every group's blocks in one pool and
+tells the groups' cache entries apart by appending the group id to the block hash
+(``BlockHashWithGroupId``); the spec's keys are opaque, so a group's entry is the spec
+key ``"<hash hex>/<group>"`` and the spec needs no notion of groups:
+
+* ``cache_full_blocks(request, blocks, ..., block_size, group, block_mask=None)`` is the
+  spec's ``CacheBlocks`` of the blocks it caches (null and masked-out blocks skipped,
+  hashes taken at the group's ``block_size`` with vLLM's own ``resolve_block_hashes``);
+* ``get_cached_block(hash, [g])`` is ``GetCachedBlock("<hash>/<g>")``;
+* ``get_cached_block(hash, [g0, g1, ...])`` is logged as a *lookup* record: one
+  ``GetCachedBlock`` per group, and the result is the list of the groups' blocks, or
+  None as soon as one group misses (vLLM's documented result);
+* vLLM calls the spec has no model of -- ``cache_partial_block`` and
+  ``move_block_hashes`` (several keys per block, keys moving between blocks) and
+  ``emit_cached_block_events`` (announcing keys again without a state change) -- are
+  forwarded and logged as *unmodelled* records; ``check-log`` stops there and says so
+  instead of reporting a false divergence further on.
 
 ``kvpool check-log LOG`` (:func:`check_log`) replays the log on the spec alone and
 reports the first call whose recorded result the spec does not give, with the calls
-that led to it. Log format: JSON lines; the first is the header
-``{"schema": "kvpool-log/1", "num_blocks": N, "caching": bool, "events": bool}``, each
-other ``{"call": <op>, "observed": <outcome>}`` in the encoding of kvpool traces.
+that led to it. Log format (``kvpool-log/2``; a ``kvpool-log/1`` log, which has
+``call`` records only, is read too): JSON lines; the first is the header
+``{"schema": "kvpool-log/2", "num_blocks": N, "caching": bool, "events": bool}``, each
+other ``{"call": <op>, "observed": <outcome>}`` in the encoding of kvpool traces,
+``{"lookup": [<key>, ...], "observed": <outcome>}`` (a multi-group lookup) or
+``{"unmodelled": <method name>}``.
 Calls made by watchers from inside a call are written after it, in the order they
 started (the order the spec applies them in).
 """
@@ -48,8 +67,23 @@ from kvpool.spec.state import World
 
 from .conformance import Divergence, op_from_json, op_to_json, outcome_from_json, outcome_to_json
 from .driver import error_kind_of
+from .vllm_target import spec_event
 
-LOG_SCHEMA = "kvpool-log/1"
+LOG_SCHEMA = "kvpool-log/2"
+READS = ("kvpool-log/1", LOG_SCHEMA)
+
+
+@dataclass(frozen=True)
+class GroupLookup:
+    """``get_cached_block(hash, [g0, g1, ...])``: the spec key of each group's entry."""
+
+    keys: tuple[str, ...]
+
+
+def _record(op: Op | GroupLookup, out: Outcome) -> dict[str, Any]:
+    if isinstance(op, GroupLookup):
+        return {"lookup": list(op.keys), "observed": outcome_to_json(out)}
+    return {"call": op_to_json(op), "observed": outcome_to_json(out)}
 
 
 def _vllm_key(block_hash: Any, group: int) -> str:
@@ -60,14 +94,7 @@ def _vllm_key(block_hash: Any, group: int) -> str:
 def _event(e: Any) -> Event:
     if isinstance(e, BlockStored | BlockRemoved | AllBlocksCleared):
         return e
-    name = type(e).__name__
-    group = int(getattr(e, "group_idx", 0) or 0)
-    if name == "BlockStored":
-        return BlockStored(tuple(_vllm_key(h, group) for h in e.block_hashes or ()))
-    if name == "BlockRemoved":
-        (h,) = e.block_hashes
-        return BlockRemoved(_vllm_key(h, group))
-    return AllBlocksCleared()
+    return spec_event(e, _vllm_key)
 
 
 class _Watch:
@@ -97,7 +124,7 @@ class Recorder:
         self._wids: dict[int, int] = {}
         self._keep: list[Any] = []
         self._frames: list[list[Firing]] = []
-        self._pending: list[list[tuple[Op, Outcome]]] = []
+        self._pending: list[list[tuple[Op | GroupLookup, Outcome]]] = []
         self._vllm = hasattr(pool, "cache_full_blocks")
         header = {
             "schema": LOG_SCHEMA,
@@ -120,7 +147,9 @@ class Recorder:
 
     # -- the call wrapper --------------------------------------------------------------
 
-    def _call(self, op: Op, fn: Callable[[], Any], value: Callable[[Any], object]) -> Any:
+    def _call(
+        self, op: Op | GroupLookup, fn: Callable[[], Any], value: Callable[[Any], object]
+    ) -> Any:
         self._frames.append([])
         self._pending.append([])
         try:
@@ -142,20 +171,22 @@ class Recorder:
         return result
 
     def _log(
-        self, op: Op, out: Outcome, nested: list[tuple[Op, Outcome]], crashed: str | None = None
+        self,
+        op: Op | GroupLookup,
+        out: Outcome,
+        nested: list[tuple[Op | GroupLookup, Outcome]],
+        crashed: str | None = None,
     ) -> None:
         if self._pending:  # a watcher's call: written after the outer one
             self._pending[-1].append((op, out))
             self._pending[-1].extend(nested)
             return
-        rec: dict[str, Any] = {"call": op_to_json(op), "observed": outcome_to_json(out)}
+        rec = _record(op, out)
         if crashed:
             rec["crashed"] = crashed
         self._write(rec)
         for nop, nout in nested:
-            self._write(
-                {"call": op_to_json(nop), "observed": outcome_to_json(nout), "nested": True}
-            )
+            self._write({**_record(nop, nout), "nested": True})
 
     @staticmethod
     def _ids(blocks: Any) -> tuple[int, ...]:
@@ -216,8 +247,13 @@ class Recorder:
         **kw: Any,
     ) -> Any:
         new = list(blocks[num_cached_blocks:num_full_blocks])
-        hashes = list(request.block_hashes[num_cached_blocks:num_full_blocks])
-        pairs = [(b, h) for b, h in zip(new, hashes, strict=False) if not b.is_null]
+        mask = kw.get("block_mask", args[0] if args else None)
+        hashes = self._hashes(request, block_size)[num_cached_blocks:num_full_blocks]
+        pairs = [
+            (b, h)
+            for i, (b, h) in enumerate(zip(new, hashes, strict=False))
+            if not b.is_null and (mask is None or mask[i])
+        ]
         op = CacheBlocks(
             tuple(b.block_id for b, _ in pairs),
             tuple(_vllm_key(h, kv_cache_group_id) for _, h in pairs),
@@ -238,6 +274,17 @@ class Recorder:
             lambda r: None,
         )
 
+    def _hashes(self, request: Any, block_size: int) -> list[Any]:
+        """The request's block hashes at ``block_size``, as vLLM's pool itself reads them."""
+        resolve = getattr(self._pool.cache_full_blocks, "__globals__", {}).get(
+            "resolve_block_hashes"
+        )
+        hash_block_size = getattr(self._pool, "hash_block_size", None)
+        if resolve is None or hash_block_size is None:
+            return list(request.block_hashes)
+        view = resolve(request.block_hashes, hash_block_size, block_size)
+        return [view[i] for i in range(len(view))]
+
     def get_cached_block(self, key: Any, group_ids: Any = None) -> Any:
         p = self._pool
         if group_ids is None:
@@ -247,13 +294,31 @@ class Recorder:
                 lambda b: None if b is None else b.block_id,
             )
         groups = list(group_ids)
-        if len(groups) != 1:
-            raise ValueError("kvpool.oracle.record logs lookups of one KV cache group")
-        return self._call(
-            GetCachedBlock(_vllm_key(key, groups[0])),
-            lambda: p.get_cached_block(key, groups),
-            lambda r: None if not r else r[0].block_id,
+        op: Op | GroupLookup = (
+            GetCachedBlock(_vllm_key(key, groups[0]))
+            if len(groups) == 1
+            else GroupLookup(tuple(_vllm_key(key, g) for g in groups))
         )
+
+        def value(r: Any) -> object:
+            if not r:
+                return None
+            return r[0].block_id if len(groups) == 1 else tuple(b.block_id for b in r)
+
+        return self._call(op, lambda: p.get_cached_block(key, groups), value)
+
+    def _unmodelled(self, name: str, *args: Any, **kw: Any) -> Any:
+        self._write({"unmodelled": name})
+        return getattr(self._pool, name)(*args, **kw)
+
+    def cache_partial_block(self, *args: Any, **kw: Any) -> Any:
+        return self._unmodelled("cache_partial_block", *args, **kw)
+
+    def move_block_hashes(self, *args: Any, **kw: Any) -> Any:
+        return self._unmodelled("move_block_hashes", *args, **kw)
+
+    def emit_cached_block_events(self, *args: Any, **kw: Any) -> Any:
+        return self._unmodelled("emit_cached_block_events", *args, **kw)
 
     def evict_blocks(self, block_ids: Any) -> Any:
         ids = list(block_ids)
@@ -285,6 +350,19 @@ def record(pool: Any, log: str | Path | IO[str]) -> Recorder:
     return Recorder(pool, log)
 
 
+def _lookup(world: World, lookup: GroupLookup) -> Outcome:
+    """A multi-group lookup on the spec: each group's block, or None once one misses."""
+    found: list[int] = []
+    for key in lookup.keys:
+        out = world.apply(GetCachedBlock(key))
+        if out.error is not None:
+            return out
+        if out.value is None:
+            return Outcome()
+        found.append(out.value)  # type: ignore[arg-type]
+    return Outcome(value=tuple(found))
+
+
 @dataclass
 class LogCheck:
     calls: int
@@ -298,16 +376,24 @@ def check_log(path: str | Path, context: int = 6) -> LogCheck:
     if not lines:
         raise ValueError(f"{path}: empty log")
     header = json.loads(lines[0])
-    if header.get("schema") != LOG_SCHEMA:
-        raise ValueError(f"{path}: not a {LOG_SCHEMA} log")
+    if header.get("schema") not in READS:
+        raise ValueError(f"{path}: not a kvpool log (schema {header.get('schema')!r})")
     world = World.single(int(header["num_blocks"]), bool(header["caching"]), bool(header["events"]))
     recent: list[str] = []
     n = 0
     for n, line in enumerate(lines[1:], 1):
         rec = json.loads(line)
-        op = op_from_json(rec["call"])
+        if "unmodelled" in rec:
+            detail = f"{rec['unmodelled']} is not modelled by the spec; the log stops being checked"
+            return LogCheck(n, Divergence(n, "unmodelled call", detail), recent)
         observed = outcome_from_json(rec["observed"])
-        expected = world.apply(op)
+        op: Op | GroupLookup
+        if "lookup" in rec:
+            op = GroupLookup(tuple(rec["lookup"]))
+            expected = _lookup(world, op)
+        else:
+            op = op_from_json(rec["call"])
+            expected = world.apply(op)
         recent.append(
             f"{n}. {op!r} -> {observed.value if observed else None!r}"
             f"{' ! ' + observed.error.value if observed and observed.error else ''}"

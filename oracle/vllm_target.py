@@ -31,13 +31,14 @@ import types
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvpool.spec.errors import InvalidArgument
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
 from kvpool.spec.state import PoolState
+
+from .workload import FakeRequest
 
 DEFAULT_VLLM_VERSION = "0.33.0"
 FILES = ("vllm/v1/core/kv_cache_utils.py", "vllm/v1/core/block_pool.py")
@@ -229,20 +230,6 @@ def load_vllm(version: str = DEFAULT_VLLM_VERSION) -> types.ModuleType:
 # -- the adapter ---------------------------------------------------------------------------
 
 
-@dataclass
-class _Request:
-    """What ``cache_full_blocks`` reads of a request: its block hashes and token ids."""
-
-    block_hashes: list[bytes]
-    all_token_ids: list[int]
-    request_id: str = "kvpool"
-    lora_request: None = None
-    cache_salt: None = None
-    mm_features: tuple[()] = ()
-    prompt_embeds: None = None
-    session_id: None = None
-
-
 class _Codec:
     """Keys (any hashable) <-> the bytes vLLM keeps, one code per key, shared by a run."""
 
@@ -345,7 +332,7 @@ class VllmPool:
     # the prefix cache, through vLLM's own methods
     def cache_blocks(self, blocks: list[Any], keys: list[Any]) -> None:
         codes = [self.codec.encode(k) for k in keys]
-        request = _Request(block_hashes=codes, all_token_ids=[0] * (len(codes) * BLOCK_SIZE))
+        request = FakeRequest("kvpool", [0] * (len(codes) * BLOCK_SIZE), codes)
         self.inner.cache_full_blocks(request, blocks, 0, len(blocks), BLOCK_SIZE, GROUP)
 
     def get_cached_block(self, key: object) -> Any:
@@ -360,17 +347,23 @@ class VllmPool:
         return events
 
     def translate(self, event: Any) -> Event:
-        name = type(event).__name__
-        if name == "BlockStored":
-            return BlockStored(tuple(self.codec.decode(h) for h in event.block_hashes or ()))
-        if name == "BlockRemoved":
-            (code,) = event.block_hashes
-            return BlockRemoved(self.codec.decode(code))
-        return AllBlocksCleared()
+        return spec_event(event, lambda h, group: self.codec.decode(h))
 
     def __repr__(self) -> str:
         version = self.module.__dict__.get("__kvpool_version__", "?")
         return f"vLLM {version} BlockPool(N={self.num_gpu_blocks})"
+
+
+def spec_event(event: Any, key_of: Callable[[Any, int], Hashable]) -> Event:
+    """vLLM's KV event as the spec's; ``key_of(block_hash, group)`` names a key."""
+    name = type(event).__name__
+    group = int(getattr(event, "group_idx", 0) or 0)
+    if name == "BlockStored":
+        return BlockStored(tuple(key_of(h, group) for h in event.block_hashes or ()))
+    if name == "BlockRemoved":
+        (h,) = event.block_hashes
+        return BlockRemoved(key_of(h, group))
+    return AllBlocksCleared()
 
 
 def _watcher_id(fn: Any) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,52 @@ def test_fast_incremental_check_passes_reference_and_catches_a_mutant() -> None:
     assert good.divergence is None and good.ops == 5000
     bad = run_random(resolve(MUTANT), ops=5000, num_blocks=200, check_every=100)
     assert bad.divergence is not None
+
+
+@pytest.mark.parametrize(
+    ("subject", "caught_at"),
+    [
+        ("reference", ()),
+        ("lifo-fifo-swapped", ("exact", "robust")),  # reorders on purpose: safety allows it
+        ("prepend-counter-stale", ("safety", "exact", "robust")),  # breaks INV-FREE
+        ("double-free-clamped", ("robust",)),  # bad input only
+        ("watcher-only-last", ("robust",)),  # watchers only
+    ],
+)
+def test_fast_check_at_each_level(subject: str, caught_at: tuple[str, ...]) -> None:
+    from kvpool import mutants
+    from kvpool.oracle.fastcheck import run_random
+    from kvpool.oracle.pytest_plugin import as_target
+
+    target = (
+        resolve(subject) if subject == "reference" else as_target(mutants.get(subject).pool_class())
+    )
+    for level in ("safety", "exact", "robust"):
+        result = run_random(target, ops=4000, num_blocks=200, check_every=100, level=level)
+        assert (result.divergence is not None) == (level in caught_at), (level, result)
+        if result.divergence is None:
+            assert result.ops >= 4000
+
+
+def test_throughput_benchmark_returns_rows() -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "oracle_throughput.py"
+    spec = importlib.util.spec_from_file_location("oracle_throughput", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["oracle_throughput"] = bench  # its dataclass looks the module up
+    spec.loader.exec_module(bench)
+    rows = bench.measure(2000, ("reference", MUTANT), ("safety", "exact"), (200,), repeats=1)
+    assert [(r.target, r.level) for r in rows] == [
+        ("reference", "safety"),
+        ("reference", "exact"),
+        (MUTANT, "safety"),
+        (MUTANT, "exact"),
+    ]
+    assert all(r.calls_per_second > 0 and r.divergence is None for r in rows[:3])
+    assert rows[3].divergence is not None and rows[3].calls_per_second == 0.0
+    assert "diverges" in rows[3].line() and "checked calls/s" in rows[0].line()
 
 
 def test_golden_vectors_match_the_spec_and_judge_targets(tmp_path: Path) -> None:

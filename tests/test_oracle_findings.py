@@ -58,3 +58,93 @@ def test_serving_workload_on_vllm_diverges_in_check_log(tmp_path: Path) -> None:
     result = check_log(log)
     assert result.divergence is not None and result.divergence.rule == "fired differs"
     assert result.context  # the calls that led there
+
+
+def test_hybrid_serving_workload_multi_group_lookups(tmp_path: Path) -> None:
+    """Two KV cache groups in one pool: lookups of both groups at once, caching per group."""
+    import json
+
+    from kvpool.oracle.vllm_target import load_vllm
+
+    module = load_vllm("0.33.0")
+    quiet = tmp_path / "groups.log"
+    rec = record(module.BlockPool(24, True, hash_block_size=4), quiet)
+    serving_workload(rec, requests=150, seed=0, unpin_share=0.0, groups=2)
+    rec.close()
+    lines = [json.loads(x) for x in quiet.read_text().splitlines()[1:]]
+    lookups = [x for x in lines if "lookup" in x]
+    assert lookups and all(len(x["lookup"]) == 2 for x in lookups)
+    assert any(x["observed"]["value"] is not None for x in lookups)  # hits in both groups
+    assert check_log(quiet).divergence is None
+    # a wrong recorded multi-group result is reported at its line
+    hit = next(i for i, x in enumerate(lines) if "lookup" in x and x["observed"]["value"])
+    lines[hit]["observed"]["value"] = None
+    header = quiet.read_text().splitlines()[0]
+    bad = tmp_path / "bad.log"
+    bad.write_text("\n".join([header, *map(json.dumps, lines)]) + "\n")
+    found = check_log(bad).divergence
+    assert found is not None and found.step == hit + 1 and found.rule == "result differs"
+    # with KV events on, a group that misses makes the others cache a second copy of a
+    # key: vLLM's per-copy BlockRemoved (errata: removed-while-held) shows up
+    loud = tmp_path / "events.log"
+    rec = record(module.BlockPool(24, True, hash_block_size=4, enable_kv_cache_events=True), loud)
+    serving_workload(rec, requests=150, seed=0, unpin_share=0.0, groups=2)
+    rec.close()
+    found = check_log(loud).divergence
+    assert found is not None and found.rule == "result differs" and "TakeEvents" in found.detail
+
+
+def test_record_group_block_size_mask_and_unmodelled_calls(tmp_path: Path) -> None:
+    from kvpool.oracle.vllm_target import load_vllm
+    from kvpool.oracle.workload import FakeRequest, chain_hashes
+
+    pool = load_vllm("0.33.0").BlockPool(8, True, hash_block_size=4)
+    log = tmp_path / "coarse.log"
+    rec = record(pool, log)
+    tokens = list(range(16))
+    req = FakeRequest("r", tokens, chain_hashes(tokens))  # four hashes of 4 tokens
+    blocks = rec.get_new_blocks(2)
+    rec.cache_full_blocks(req, blocks, 0, 2, 8, 1)  # group 1: blocks of 8 tokens
+    assert rec.get_cached_block(req.block_hashes[3], [1]) == [blocks[1]]
+    assert rec.get_cached_block(req.block_hashes[3], [0, 1]) is None  # group 0 misses
+    masked = rec.get_new_blocks(2)
+    rec.cache_full_blocks(req, masked, 0, 2, 8, 2, block_mask=[False, True])
+    assert rec.get_cached_block(req.block_hashes[1], [2]) is None  # masked out
+    assert rec.get_cached_block(req.block_hashes[3], [1, 2]) == [blocks[1], masked[1]]
+    rec.close()
+    assert check_log(log).divergence is None
+    rec = record(pool, log)
+    rec.cache_partial_block(req, masked[0], 4, 2, 8)
+    rec.close()
+    found = check_log(log).divergence
+    assert found is not None and found.rule == "unmodelled call"
+    assert "cache_partial_block" in found.detail
+
+
+def test_every_level_finds_a_recorded_vllm_finding(vllm) -> None:  # type: ignore[no-untyped-def]
+    """What docs/errata.md says each level finds on vLLM 0.33.0 (reference: test_oracle.py)."""
+    from kvpool.oracle.fastcheck import run_random
+
+    # safety, valid use with KV events on: removed-while-held (INV-EVENTS)
+    found = run_random(vllm, ops=5000, num_blocks=200, check_every=100, level="safety")
+    assert found.divergence is not None and "INV-EVENTS" in found.divergence
+    good = run_random(
+        resolve("reference"), ops=5000, num_blocks=200, check_every=100, level="safety"
+    )
+    assert good.divergence is None
+    # safety and exact, valid use with events off and no watchers: nothing to find
+    for level in ("safety", "exact"):
+        assert (
+            run_random(vllm, 5000, 200, check_every=100, events=False, level=level).divergence
+            is None
+        )
+    # exact, valid use: unpin-one-watcher (the second request's watcher replaces the first's)
+    report = conform(vllm, "exact", examples=60)
+    assert report.rule in ("state differs", "fired differs") and report.trace is not None
+    assert [s["call"]["op"] for s in report.trace.steps if "call" in s][-2:] == [
+        "UnpinBlocks",
+        "UnpinBlocks",
+    ]
+    # robust, bad input: the first invalid call of the fast check is already accepted
+    fast = run_random(vllm, 5000, 200, check_every=100, events=False, level="robust")
+    assert fast.divergence is not None and fast.ops < 50

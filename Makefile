@@ -8,11 +8,9 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: help install test verify lint format clean bench
 
-help:
-	@echo "make test     run the test suite (what CI runs)"
-	@echo "make verify   run every check and print what was proved, checked and found"
-	@echo "make lint     ruff and mypy (strict on spec/ and impl/)"
-	@echo "make bench    benchmarks against vLLM; rewrites docs/benchmarks.md"
+help:  ## this list
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## (.*)/\1\t\2/' \
+		| awk -F '\t' '{ printf "make %-22s %s\n", $$1, $$2 }'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP)  ## create .venv and install kvpool with its tools (every target does this first)
 
 BENCH_STAMP := $(VENV)/.bench-stamp
 $(BENCH_STAMP): $(STAMP)
@@ -30,23 +28,23 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)  ## every benchmark; rewrites docs/benchmarks.md and its plot
 	$(BIN)/python benchmarks/report.py $(BENCH_ARGS)
 
-test: $(STAMP)
+test: $(STAMP)  ## the test suite (what CI runs)
 	$(BIN)/python -m pytest -n auto --dist loadfile  # a docs page's examples share one namespace
 
-verify: $(STAMP)
+verify: $(STAMP)  ## the main job: every check, then the matrix of what was proved, checked and found
 	$(BIN)/python -m kvpool.verify $(VERIFY_ARGS)
 
-lint: $(STAMP)
+lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy -p kvpool.spec -p kvpool.impl -p kvpool.oracle -p kvpool.proofs -p kvpool.contracts -p kvpool.mutants -m kvpool.verify
 	$(BIN)/mypy benchmarks/*.py
 
-format: $(STAMP)
+format: $(STAMP)  ## ruff format
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-clean:
+clean:  ## remove .venv, caches and build output
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
 
 .PHONY: docs play
@@ -99,10 +97,10 @@ oracle-bench: $(STAMP)  ## checking throughput of the oracle at exact on a 10,00
 .PHONY: proofs proofs-deep
 # z3 proofs (BMC, unbounded induction, linked-list refinement, mutants); `python -m kvpool.proofs
 # --help` for --deep / --fast / --json FILE. PROOFS_ARGS passes extra flags.
-proofs: $(STAMP)
+proofs: $(STAMP)  ## z3: bounded model checking, induction for every N, refinement of the linked list
 	$(BIN)/python -m kvpool.proofs $(PROOFS_ARGS)
 
-proofs-deep: $(STAMP)
+proofs-deep: $(STAMP)  ## the proofs with the deep profile (larger bounds)
 	$(BIN)/python -m kvpool.proofs --deep $(PROOFS_ARGS)
 
 vectors: $(STAMP)  ## regenerate the golden vectors from the spec, check them, measure spec coverage

@@ -258,3 +258,35 @@ def test_the_bug_zoo_page_lists_every_catalogued_mutant() -> None:
     names = {m.name for m in (*MUTANTS, *POOL_MUTANTS)} | {f.name for f in FINDINGS}
     missing = names - on_page
     assert missing == set(), f"run `make docs` to add {sorted(missing)} to the bug zoo"
+
+
+# -- the copy of the semantics ------------------------------------------------------------
+
+
+SHARED_SEMANTICS = ROOT.parent / "shared" / "design" / "semantics.md"
+
+
+def _without_header(text: str) -> str:
+    """The copy's text after its leading HTML comment (which says where it comes from)."""
+    if text.startswith("<!--"):
+        text = text.split("-->", 1)[1].lstrip("\n")
+    return text
+
+
+def test_the_semantics_copy_in_docs_has_a_header_and_content() -> None:
+    copy = (DOCS / "semantics.md").read_text(encoding="utf-8")
+    assert copy.startswith("<!--") and "shared/design/semantics.md" in copy.split("-->")[0]
+    body = _without_header(copy)
+    assert body.startswith("# Reference semantics")
+    for name in ("INV-REF", "INV-FREE", "INV-NULL", "INV-WATCH", "INV-LIST"):
+        assert name in body
+
+
+@pytest.mark.skipif(
+    not SHARED_SEMANTICS.exists(), reason="the design folder is not beside this checkout"
+)
+def test_the_semantics_copy_matches_the_design_text() -> None:
+    copy = _without_header((DOCS / "semantics.md").read_text(encoding="utf-8"))
+    assert copy == SHARED_SEMANTICS.read_text(encoding="utf-8"), (
+        "docs/semantics.md is stale: copy shared/design/semantics.md again (keep the header)"
+    )

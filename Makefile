@@ -91,7 +91,7 @@ conform-vllm: $(STAMP)  ## every level against vLLM 0.33.0's real pool (download
 conform-mutants: $(STAMP)  ## kvpool conform (robust) on every mutant of the bug catalogue
 	$(BIN)/python -m kvpool.oracle.catalogue --examples 500 --json build/conform-mutants.json
 
-oracle-bench: $(STAMP)  ## checking throughput of the oracle at exact on a 10,000-block pool
+oracle-bench: $(STAMP)  ## checking throughput of the oracle: every level, 1,000 and 10,000 blocks, reference and vLLM
 	$(BIN)/python benchmarks/oracle_throughput.py
 
 .PHONY: proofs proofs-deep

@@ -9,6 +9,8 @@ import textwrap
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kvpool.impl import (
     BlockPool,
@@ -372,3 +374,88 @@ def test_splice_refuses_sentinels_anywhere_and_restores_every_link(
     # and the queue still works
     getattr(q, method)(loose)
     assert len(q.popleft_n(queued + 2)) == queued + 2
+
+
+class _Unlinkable:
+    """Reads like a free block, but refuses to take a link."""
+
+    prev_free_block = None
+    next_free_block = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(name)
+
+
+@pytest.mark.parametrize("method", ["append_n", "prepend_n"])
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_an_entry_that_cannot_take_a_link_is_refused_and_changes_nothing(
+    method: str, where: int
+) -> None:
+    inside = [KVCacheBlock(100 + i) for i in range(2)]
+    loose = [KVCacheBlock(i) for i in range(2)]
+    q = FreeKVCacheBlockQueue(inside)
+    group: list[Any] = list(loose)
+    group.insert(where, _Unlinkable())
+    before = _links(q, inside + loose)
+    with pytest.raises(InvalidArgument):
+        getattr(q, method)(group)
+    assert _links(q, inside + loose) == before
+    assert q.num_free_blocks == 2
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["pop", "append", "prepend", "remove"]), st.integers(0, 6)),
+        max_size=40,
+    )
+)
+def test_checked_queue_methods_do_what_the_pools_unchecked_ones_do(
+    steps: list[tuple[str, int]],
+) -> None:
+    """The public methods write their loops out for speed: on valid calls they must move
+    exactly the links the pool's unchecked ``_`` methods move."""
+    checked_blocks = [KVCacheBlock(i) for i in range(8)]
+    plain_blocks = [KVCacheBlock(i) for i in range(8)]
+    checked = FreeKVCacheBlockQueue(checked_blocks[:4])
+    plain = FreeKVCacheBlockQueue(plain_blocks[:4])
+    out_c, out_p = checked_blocks[4:], plain_blocks[4:]  # blocks in no list, same order
+    for kind, k in steps:
+        if kind == "pop":
+            n = k % (checked.num_free_blocks + 1)
+            out_c += checked.popleft_n(n)
+            out_p += plain._popleft_n(n)
+        elif kind in ("append", "prepend"):
+            n = k % (len(out_c) + 1)
+            group_c, out_c = out_c[:n], out_c[n:]
+            group_p, out_p = out_p[:n], out_p[n:]
+            if kind == "append":
+                checked.append_n(group_c)
+                plain._append_n(group_p)
+            else:
+                checked.prepend_n(group_c)
+                plain._prepend_n(group_p)
+        elif checked.num_free_blocks:
+            i = k % checked.num_free_blocks
+            victim_c = checked.get_all_free_blocks()[i]
+            victim_p = plain.get_all_free_blocks()[i]
+            checked.remove(victim_c)
+            plain._remove(victim_p)
+            out_c.append(victim_c)
+            out_p.append(victim_p)
+        assert ids(checked.get_all_free_blocks()) == ids(plain.get_all_free_blocks())
+        assert checked.num_free_blocks == plain.num_free_blocks
+        assert [
+            (
+                b.block_id,
+                getattr(b.prev_free_block, "block_id", None),
+                getattr(b.next_free_block, "block_id", None),
+            )
+            for b in checked_blocks
+        ] == [
+            (
+                b.block_id,
+                getattr(b.prev_free_block, "block_id", None),
+                getattr(b.next_free_block, "block_id", None),
+            )
+            for b in plain_blocks
+        ]

@@ -82,7 +82,8 @@ def _oracle_markdown(ops: int, repeats: int, rows: list[Any], search: str) -> st
     cells: dict[tuple[str, str], dict[int, str]] = {}
     for r in rows:
         if r.divergence is not None and not r.calls_per_second:
-            text = f"stops: {r.divergence.split(':', 2)[-1].strip()[:40]}"
+            # "after N calls: <what differed>": the count says it; errata.md says what.
+            text = f"stops {r.divergence.split(':', 1)[0]} (a finding)"
         else:
             text = f"{r.calls_per_second:,.0f}"
         cells.setdefault((r.target, r.level), {})[r.num_blocks] = text

@@ -40,7 +40,13 @@ def _target(name: str, skip: tuple[str, ...] = ()) -> Any:
 def _queue(ps: PoolState | None) -> str:
     if ps is None:
         return "-"
-    q = " ".join(str(b) + (f"[{ps.key[b]}]" if ps.key[b] is not None else "") for b in ps.free)
+    # A broken target's state may name blocks the pool does not have: draw them, never crash.
+    def key(b: int) -> str:
+        if not 0 <= b < len(ps.key):
+            return "[no such block]"
+        return f"[{ps.key[b]}]" if ps.key[b] is not None else ""
+
+    q = " ".join(f"{b}{key(b)}" for b in ps.free)
     used = " ".join(f"{b}x{r}" for b, r in enumerate(ps.ref) if r and b)
     return f"free: {q or '(empty)'}" + (f"  in use: {used}" if used else "")
 

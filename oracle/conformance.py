@@ -388,6 +388,11 @@ def conform(
             level,
             {"rule": rule, "message": message.split("\n--- trace ---")[0]},
         )
+        # Hypothesis shrinks the choices behind a run, which can leave steps that do
+        # nothing; deleting steps on the trace itself removes them.
+        from .minimize import delete_steps
+
+        saved = delete_steps(saved, target)
     return Report(
         target.name,
         level,
@@ -422,6 +427,8 @@ class ReplayStep:
     observed: Outcome | None
     spec_state: list[PoolState]
     target_state: list[PoolState | None]
+    nested: list[tuple[Op, Outcome, Outcome | None]] = field(default_factory=list)
+    """Calls a watcher made back into the pool during this step: (call, spec, target)."""
 
 
 @dataclass
@@ -497,7 +504,8 @@ def replay(
                 if problem is None and b is not None:
                     problem = _compare(o, e, b, level)
         s, t = states()
-        out.append(ReplayStep(op, "", expected, observed, s, t))
+        nested = list(zip(nested_ops, nested_exp, nested_obs, strict=True))
+        out.append(ReplayStep(op, "", expected, observed, s, t, nested))
         if problem is None:
             for i, ps in enumerate(s):
                 if not world.alive[i]:

@@ -1,0 +1,90 @@
+"""Make a failing trace shorter after Hypothesis has shrunk it, by deleting steps.
+
+Hypothesis shrinks the *choices* that generated a run; a step whose deletion would
+shift the choices after it can survive that (a leading ``GetNewBlocks(n=0)``, an
+``EvictBlocks(block_ids=())``). This pass works on the trace itself: it tries
+deleting each step (a call or a watcher script), replays the rest on the target, and
+keeps a deletion when the replay still fails with the same rule. It repeats until no
+single deletion keeps the failure, so every step left is needed. Deterministic: the
+same trace and target give the same result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .conformance import SavedTrace, op_to_json, outcome_to_json, replay
+from .targets import Target
+
+
+def still_fails(saved: SavedTrace, target: Target, rule: str) -> bool:
+    """Does ``saved`` still fail on ``target`` with ``rule``? (a crash is not the same rule)"""
+    try:
+        result = replay(saved, target, saved.level)
+    except Exception:
+        return False
+    return result.divergence is not None and result.divergence.rule == rule
+
+
+def delete_steps(saved: SavedTrace, target: Target, budget: int = 400) -> SavedTrace:
+    """The trace with every step removed whose removal keeps its failure.
+
+    The failure is the rule the replay of ``saved`` names (a replay may name it more
+    precisely than the search did: the broken invariant rather than "state
+    differs"). ``budget`` caps the replays (each costs one run of the trace), so a
+    long trace on a slow target cannot stall a report; what is left still fails.
+    A trace that does not fail on replay is returned as it is.
+    """
+    try:
+        first = replay(saved, target, saved.level).divergence
+    except Exception:
+        return saved
+    if first is None:
+        return saved
+    rule = first.rule
+    steps = list(saved.steps)
+    replays = 0
+    changed = True
+    while changed and replays < budget:
+        changed = False
+        i = len(steps) - 1
+        while i >= 0 and replays < budget:
+            candidate = replace(saved, steps=steps[:i] + steps[i + 1 :])
+            replays += 1
+            if still_fails(candidate, target, rule):
+                steps = candidate.steps
+                changed = True
+            i -= 1
+    return rerecord(replace(saved, steps=steps), target)
+
+
+def rerecord(saved: SavedTrace, target: Target) -> SavedTrace:
+    """``saved`` with every step's recorded outcomes (and watcher calls) replayed afresh.
+
+    A deleted step changes what later steps return, so a shortened trace must not
+    keep the outcomes recorded for the longer one: ``kvpool show`` and the spec-only
+    replay read them.
+    """
+    result = replay(saved, target, saved.level, stop=False)
+    steps: list[dict[str, Any]] = []
+    for old, new in zip(saved.steps, result.steps, strict=False):
+        if new.call is None:
+            steps.append(old)
+            continue
+        steps.append(
+            {
+                "call": op_to_json(new.call),
+                "expected": outcome_to_json(new.expected),
+                "observed": outcome_to_json(new.observed),
+                "nested": [
+                    {
+                        "call": op_to_json(o),
+                        "expected": outcome_to_json(e),
+                        "observed": outcome_to_json(t),
+                    }
+                    for o, e, t in new.nested
+                ],
+            }
+        )
+    return replace(saved, steps=steps)

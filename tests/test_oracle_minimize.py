@@ -1,0 +1,62 @@
+"""After Hypothesis, the oracle deletes every step a failing trace does not need."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvpool import mutants
+from kvpool.oracle.conformance import SavedTrace, conform, op_to_json, replay
+from kvpool.oracle.minimize import delete_steps
+from kvpool.oracle.pytest_plugin import as_target
+from kvpool.spec import EvictBlocks, FreeBlocks, GetNewBlocks, GetNumFreeBlocks
+
+
+def _trace(*ops: object) -> SavedTrace:
+    return SavedTrace(
+        pools=[(4, True, False)],
+        steps=[{"call": op_to_json(op), "nested": []} for op in ops],  # type: ignore[arg-type]
+        level="exact",
+    )
+
+
+def test_steps_that_do_nothing_are_deleted_and_the_rest_still_fails() -> None:
+    target = as_target(mutants.get("lifo-fifo-swapped").pool_class())
+    padded = _trace(
+        GetNewBlocks(0),
+        EvictBlocks([]),
+        GetNewBlocks(2),
+        GetNumFreeBlocks(),
+        FreeBlocks([1, 2]),
+        GetNewBlocks(0),
+        GetNewBlocks(1),
+    )
+    assert replay(padded, target).divergence is not None
+    short = delete_steps(padded, target)
+    calls = [s["call"]["op"] for s in short.steps]
+    # the free queue's order is compared after every call, so the free already shows it
+    assert calls == ["GetNewBlocks", "FreeBlocks"], calls
+    again = replay(short, target)
+    assert again.divergence is not None and again.divergence.step == 2
+    # the recorded outcomes are those of the short trace: a spec-only replay agrees
+    assert replay(short).divergence is None
+
+
+def test_a_trace_that_does_not_fail_is_left_alone() -> None:
+    target = as_target("reference")
+    fine = _trace(GetNewBlocks(0), GetNewBlocks(2))
+    assert delete_steps(fine, target) == fine
+
+
+def test_conform_reports_the_shortened_trace() -> None:
+    m = mutants.get("cross-pool-freed-here")
+    target = as_target(m.pool_class())
+    report = conform(target, "robust", 300, max_blocks=8, seed=0, max_pools=2)
+    assert not report.conforms and report.trace is not None
+    calls = [s for s in report.trace.steps if "call" in s]
+    assert len(calls) <= 3, [s["call"] for s in calls]
+    # one step fewer no longer fails: nothing left to delete
+    for i in range(len(report.trace.steps)):
+        shorter = replace(report.trace, steps=report.trace.steps[:i] + report.trace.steps[i + 1 :])
+        result = replay(shorter, target)
+        first = replay(report.trace, target).divergence
+        assert result.divergence is None or first is None or result.divergence.rule != first.rule

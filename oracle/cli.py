@@ -40,6 +40,7 @@ def _target(name: str, skip: tuple[str, ...] = ()) -> Any:
 def _queue(ps: PoolState | None) -> str:
     if ps is None:
         return "-"
+
     # A broken target's state may name blocks the pool does not have: draw them, never crash.
     def key(b: int) -> str:
         if not 0 <= b < len(ps.key):

@@ -77,6 +77,13 @@ def render(result: ReplayResult, title: str) -> Table:
             lines.append(line)
         queues = "\n".join(lines)
         table.add_row(str(i), repr(s.call), format_outcome(s.expected), tgt, queues, style=style)
+        # A watcher that fired during this call may have called back into the pool:
+        # those calls are compared too, so they are drawn too.
+        for op, exp, obs in s.nested:
+            theirs_out = "same" if obs is None or obs == exp else format_outcome(obs)
+            table.add_row(
+                "", f"  -> from a watcher: {op!r}", format_outcome(exp), theirs_out, "", style=style
+            )
     return table
 
 

@@ -161,8 +161,7 @@ def impl_catalogue() -> tuple[str, list[str]]:
                 break
         expected = ", ".join(f"`{b}`" for b in m.breaks)
         if found is None:
-            unfound.append(f"* `{m.name}`: {m.story} (catalogued as caught by {expected})")
-            gaps.append(f"pool mutant {m.name}: no trace within the zoo's search")
+            unfound.append(m.name)  # drawn from the oracle's own trace, below
             continue
         config, views = found
         parts.append(f"### `{m.name}`\n\nThe bug: {m.story}.\n")
@@ -175,14 +174,87 @@ def impl_catalogue() -> tuple[str, list[str]]:
         make_src = f"PoolSubject(get({m.name!r}).pool_class(), {config!r})"
         parts.append(_doctest([], make_src, config, views))
     if unfound:
-        parts.append(
-            "### Beyond the zoo's search\n\n"
-            "These mutants need what the zoo's search does not try: several pools, "
-            "watchers that raise or call back into the pool, calls with several faults, "
-            "or more than a few calls. The lockstep machine generates all of those; "
-            "no trace is drawn for them here.\n\n" + "\n".join(unfound) + "\n"
-        )
+        text, missing = beyond_the_search(mutants, unfound)
+        parts.append(text)
+        gaps += missing
     return "\n".join(parts), gaps
+
+
+ZOO_TRACES = Path(__file__).resolve().parent.parent.parent / "vectors" / "zoo"
+
+REPLAY_SETUP = """\
+```python
+>>> from rich.console import Console
+>>> from kvpool.mutants import get
+>>> from kvpool.oracle.cli import render
+>>> from kvpool.oracle.conformance import SavedTrace, replay
+>>> from kvpool.oracle.pytest_plugin import as_target
+>>> def replay_zoo(name):
+...     saved = SavedTrace.load(f"vectors/zoo/{name}.json")
+...     result = replay(saved, as_target(get(name).pool_class()), saved.level)
+...     Console(width=110, no_color=True, highlight=False).print(render(result, name))
+...     print("divergence:", result.divergence.rule)
+
+```
+"""
+
+
+def beyond_the_search(mutants: Any, names: list[str]) -> tuple[str, list[str]]:
+    """Mutants the exhaustive search cannot reach: the oracle's own minimal trace.
+
+    ``kvpool conform`` (robust, with the mutant's hints) finds and shrinks a trace;
+    it is saved under vectors/zoo/ and the page replays it on the mutant, so the
+    drawing is the oracle's report, re-checked by ``make test``.
+    """
+    from kvpool.oracle.conformance import conform, replay
+    from kvpool.oracle.machine import MUTANT_FOCUS
+    from kvpool.oracle.pytest_plugin import as_target
+
+    parts = [
+        "## Beyond the exhaustive search\n",
+        "These mutants need what the search above does not try: several pools, watchers "
+        "that raise or call back into the pool, calls with several faults, or longer "
+        "traces. For each, the trace is the one `kvpool conform --level robust` found and "
+        "shrank (saved in `vectors/zoo/`, so `kvpool show vectors/zoo/NAME.json` draws it "
+        "too); the page replays it on the mutant. Bold in the terminal, the step where "
+        "the mutant parts from the spec is the one the divergence names.\n",
+        REPLAY_SETUP,
+    ]
+    gaps: list[str] = []
+    ZOO_TRACES.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        m = mutants.get(name)
+        target = as_target(m.pool_class())
+        target.name = name
+        hints = {**MUTANT_FOCUS, **dict(m.hints)}
+        max_blocks = hints.pop("max_blocks", 10)
+        level = hints.pop("level", "robust")
+        report = conform(target, level, 300, max_blocks=max_blocks, seed=0, **hints)
+        if report.conforms or report.trace is None:
+            gaps.append(f"pool mutant {name}: kvpool conform found no trace either")
+            parts.append(f"### `{name}`\n\nThe bug: {m.story}. **Not found by the oracle.**\n")
+            continue
+        report.trace.save(ZOO_TRACES / f"{name}.json")
+        result = replay(report.trace, target, report.trace.level)
+        expected = ", ".join(f"`{b}`" for b in m.breaks)
+        parts.append(f"### `{name}`\n\nThe bug: {m.story}.\n")
+        parts.append(f"Catalogued as caught by: {expected}. The oracle reports `{report.rule}`.\n")
+        parts.append(f"```python\n>>> replay_zoo({name!r})\n{_drawn(result, name)}\n\n```\n")
+    return "\n".join(parts), gaps
+
+
+def _drawn(result: Any, name: str) -> str:
+    """What ``replay_zoo`` prints, produced the same way."""
+    import io
+
+    from rich.console import Console
+
+    from kvpool.oracle.cli import render
+
+    out = io.StringIO()
+    Console(file=out, width=110, no_color=True, highlight=False).print(render(result, name))
+    rule = result.divergence.rule if result.divergence else None
+    return out.getvalue().rstrip("\n") + f"\ndivergence: {rule}"
 
 
 def errata_section() -> tuple[str, list[str]]:

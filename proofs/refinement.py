@@ -403,8 +403,10 @@ REF_MUTANTS: dict[str, tuple[str, str]] = {
 # -- mutants: refuted on a concrete list by running the (buggy) statements -------------------
 
 
-def concrete_refute(bug: str, timeout_ms: int = 20000) -> tuple[str, float, str]:
-    """Run the operation with ``bug`` on the list 0,1,2 (blocks 5,6 outside); z3 checks R."""
+def concrete_refute(bug: str, timeout_ms: int = 20000) -> tuple[str, float, str, int | None]:
+    """Run the operation with ``bug`` on the list 0,1,2 (blocks 5,6 outside); z3 checks R.
+
+    Returns (status, seconds, what breaks, the block z3 chose for ``remove``)."""
     op = REF_MUTANTS[bug][0]
     bugs = frozenset([bug])
     base = [0, 1, 2]
@@ -473,10 +475,12 @@ def concrete_refute(bug: str, timeout_ms: int = 20000) -> tuple[str, float, str]
         goal = R(Lst(n_, p_), after)
     st, dt, m = _prove(hyp, goal, timeout_ms)
     if st == "refuted" and m is not None:
-        where = f" (x = {m.eval(x, model_completion=True)})" if op == "remove" else ""
+        chosen = m.eval(x, model_completion=True).as_long() if op == "remove" else None
+        where = f" (x = {chosen})" if chosen is not None else ""
         return (
             "refuted",
             dt,
             f"list 0,1,2; {op}{where}: the linked list no longer represents the spec's sequence",
+            chosen,
         )
-    return st, dt, ""
+    return st, dt, "", None

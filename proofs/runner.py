@@ -10,7 +10,7 @@ import z3  # type: ignore[import-untyped]
 
 from kvpool.spec import INVARIANTS, World, check_pool
 
-from . import bmc, differential, induction, refinement
+from . import bmc, differential, induction, listreplay, refinement
 from .model import OPS
 from .mutants import MUTANTS, BuggyWorld
 from .props import STEP_NAMES, STRONG_PARTS
@@ -372,9 +372,11 @@ def run_refinement(timeout_ms: int) -> list[ObligationResult]:
 def run_refinement_mutants(timeout_ms: int) -> list[ObligationResult]:
     rows = []
     for bug, (op, idea) in refinement.REF_MUTANTS.items():
-        st, dt, why = refinement.concrete_refute(bug, timeout_ms)
+        st, dt, why, chosen = refinement.concrete_refute(bug, timeout_ms)
+        # z3's counterexample, replayed without z3 on a Python list with the same bug.
+        replayed = listreplay.confirm(bug, chosen) if st == "refuted" else ""
         status = (
-            "expected-refuted"
+            ("expected-refuted" if replayed.startswith("confirmed") else "NOT-confirmed")
             if st == "refuted"
             else ("NOT-refuted" if st == "proved" else "unknown")
         )
@@ -388,6 +390,7 @@ def run_refinement_mutants(timeout_ms: int) -> list[ObligationResult]:
                 status,
                 dt,
                 trace=[why] if why else [],
+                replay=replayed,
             )
         )
     return rows

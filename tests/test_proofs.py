@@ -92,3 +92,34 @@ def test_unknown_is_never_ok_and_fails_the_run(
     for bad in (unknown, unrefuted):
         monkeypatch.setattr(cli, "run", lambda profile, bad=bad: [good, bad])
         assert cli.main([]) == 1
+
+
+# -- refinement counterexamples replayed without z3 ----------------------------------------
+
+
+def test_every_refinement_mutant_is_refuted_and_confirmed_on_a_python_list() -> None:
+    from kvpool.proofs import listreplay
+    from kvpool.proofs.refinement import REF_MUTANTS, concrete_refute
+
+    for bug in REF_MUTANTS:
+        status, _, _, chosen = concrete_refute(bug, 20000)
+        assert status == "refuted", bug
+        assert listreplay.confirm(bug, chosen).startswith("confirmed"), bug
+
+
+def test_the_python_list_replay_passes_every_correct_operation_and_can_fail() -> None:
+    from kvpool.proofs.listreplay import START, PyList, represents, run
+
+    for op in ("popleft", "remove", "append", "append_n", "prepend_n", "popleft_n"):
+        for x in START if op == "remove" else (None,):
+            lst = PyList.of(START)
+            assert represents(lst, run(op, lst, None, x)) is None, (op, x)
+    # the checker sees each kind of damage
+    lst = PyList.of(START)
+    lst.prv[1] = 2
+    assert "mirror" in (represents(lst, START) or "")
+    lst = PyList.of(START)
+    assert "walk" in (represents(lst, (0, 2, 1)) or "")
+    lst = PyList.of((0, 1))
+    lst.nxt[2] = 0
+    assert "outside" in (represents(lst, (0, 1)) or "")

@@ -34,7 +34,7 @@ test: $(STAMP)  ## the test suite (what CI runs)
 verify: $(STAMP)  ## the main job: every check, then the matrix of what was proved, checked and found
 	$(BIN)/python -m kvpool.verify $(VERIFY_ARGS)
 
-lint: $(STAMP)  ## ruff and mypy
+lint: $(BENCH_STAMP)  ## ruff and mypy (benchmarks too, so it installs the bench extras)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy -p kvpool.spec -p kvpool.impl -p kvpool.oracle -p kvpool.proofs -p kvpool.contracts -p kvpool.mutants -m kvpool.verify

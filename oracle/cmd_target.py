@@ -55,16 +55,37 @@ class ProtocolError(RuntimeError):
 class Process:
     def __init__(self, command: str) -> None:
         self.command = command
-        self.proc = subprocess.Popen(
-            command,
+        self.proc = self._start()
+        self.next_id = 0
+        self.restarts = 0
+        self.gone = False
+        atexit.register(self.close)
+
+    def _start(self) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.command,
             shell=True,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
         )
+
+    def restart_if_gone(self) -> bool:
+        """Start the command again if it exited: each example then begins on a live
+        process, so a call that kills the target fails the same way every time it is
+        replayed (and shrinks), instead of leaving the next examples a dead pipe."""
+        # A reply that never came marks the process gone at once: it may not have been
+        # reaped yet, and poll() alone would race with its exit.
+        if not self.gone and self.proc.poll() is None:
+            return False
+        self.close()
+        self.proc = self._start()
+        self.gone = False
         self.next_id = 0
-        atexit.register(self.close)
+        self.restarts += 1
+        self.call("hello")
+        return True
 
     def call(self, method: str, **params: Any) -> tuple[Any, list[list[int]]]:
         self.next_id += 1
@@ -75,8 +96,10 @@ class Process:
             self.proc.stdin.flush()
             reply_line = self.proc.stdout.readline()
         except (BrokenPipeError, OSError) as exc:
+            self.gone = True
             raise ProtocolError(f"{self.command!r} is gone: {exc}") from exc
         if not reply_line:
+            self.gone = True
             raise ProtocolError(f"{self.command!r} exited (no reply to {method})")
         reply = json.loads(reply_line)
         if reply.get("id") != self.next_id:
@@ -98,6 +121,13 @@ class Process:
                 self.proc.wait(timeout=5)
             except Exception:
                 self.proc.kill()
+                self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None and not pipe.closed:
+                try:
+                    pipe.close()
+                except OSError:  # a pipe whose other end died with unread data
+                    pass
 
 
 class CmdBlock:
@@ -252,6 +282,8 @@ def cmd_target(command: str) -> Target:
     registry: dict[int, CmdPool] = {}
 
     def factory(num_blocks: int, caching: bool, events: bool) -> CmdPool:
+        if process.restart_if_gone():
+            registry.clear()  # its pools died with it
         return CmdPool(process, registry, num_blocks, caching, events)
 
     factory.__name__ = "cmd"

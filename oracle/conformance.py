@@ -325,7 +325,8 @@ class Report:
             "violated": self.rule,
             "message": self.message.split("\n--- trace ---")[0],
             "examples": self.examples,
-            "seed": self.seed,
+            "seed": self.seed,  # null: derandomized, the same search on every run
+            "derandomized": self.seed is None,
             "seconds": round(self.seconds, 3),
             "skipped": self.skipped,
             "trace": self.trace.to_json() if self.trace else None,
@@ -460,7 +461,11 @@ def replay(
     """
     level = level or saved.level
     world = World.of(*(PoolState.initial(n, c, e) for n, c, e in saved.pools))
-    driver = Driver(target.factory, list(saved.pools)) if target else None
+    try:
+        driver = Driver(target.factory, list(saved.pools)) if target else None
+    except Exception as exc:  # the target cannot even build the trace's pools: step 0
+        why = f"building the pools {list(saved.pools)}: {type(exc).__name__}: {exc}"
+        return ReplayResult([], Divergence(0, "target crashed", why))
     out: list[ReplayStep] = []
     divergence: Divergence | None = None
 
@@ -470,7 +475,10 @@ def replay(
         for i in range(len(saved.pools)):
             reader = target.state_check if target is not None else None
             ok = driver is not None and reader is not None and world.alive[i]
-            tgt.append(reader(driver, i) if ok and reader and driver else None)
+            try:
+                tgt.append(reader(driver, i) if ok and reader and driver else None)
+            except Exception:  # a target that crashed has no state to draw; the step says why
+                tgt.append(None)
         return spec, tgt
 
     for n, step in enumerate(saved.steps, 1):

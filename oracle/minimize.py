@@ -56,7 +56,39 @@ def delete_steps(saved: SavedTrace, target: Target, budget: int = 400) -> SavedT
                 steps = candidate.steps
                 changed = True
             i -= 1
-    return rerecord(replace(saved, steps=steps), target)
+    # Pools no step needs any more: drop them from the end (a step that names a
+    # dropped pool makes the replay fail differently, so the deletion is refused).
+    pools = list(saved.pools)
+    named = _pools_named(steps)
+    while len(pools) > 1 and len(pools) - 1 not in named and replays < budget:
+        candidate = replace(saved, pools=pools[:-1], steps=steps)
+        replays += 1
+        if not still_fails(candidate, target, rule):
+            break
+        pools = candidate.pools
+    return rerecord(replace(saved, pools=pools, steps=steps), target)
+
+
+def _pools_named(steps: list[dict[str, Any]]) -> set[int]:
+    """Every pool a step's call names, as its ``pool`` or as the pool of a block."""
+    named: set[int] = set()
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            if v.get("t") == "ref" and isinstance(v.get("v"), list) and v["v"]:
+                named.add(v["v"][0])
+            for k, x in v.items():
+                if k == "pool" and type(x) is int:
+                    named.add(x)
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    for step in steps:
+        walk(step.get("call"))
+        walk(step.get("script"))
+    return named
 
 
 def rerecord(saved: SavedTrace, target: Target) -> SavedTrace:

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kvpool.oracle.conformance import conform
+from kvpool.oracle.conformance import conform, replay
 from kvpool.oracle.targets import TargetError, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,3 +96,20 @@ def test_a_session_follows_the_published_schema() -> None:
 def test_a_command_that_does_not_speak_the_protocol_is_a_usage_error() -> None:
     with pytest.raises(TargetError):
         resolve('cmd:echo \'{"id": 1, "result": 42, "fired": []}\'')
+
+
+def test_a_target_that_dies_mid_call_is_reported_as_a_crash_with_its_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The process is started again for the next example, so the crash replays and shrinks
+    # like any other failure instead of turning into Hypothesis's "flaky".
+    monkeypatch.setenv("KVPOOL_NODE_BUG", "crash-on-touch")
+    target = resolve(CMD)
+    report = conform(target, "exact", examples=60, steps=15, max_blocks=6, seed=7)
+    assert report.rule == "target crashed", report.message
+    assert "exited (no reply to touch)" in report.message
+    assert report.trace is not None and len(report.trace.pools) == 1
+    calls = [s["call"]["op"] for s in report.trace.steps if "call" in s]
+    assert calls[-1] == "Touch" and len(calls) <= 2, calls
+    again = replay(report.trace, target)
+    assert again.divergence is not None and again.divergence.rule == "target crashed"

@@ -60,3 +60,22 @@ def test_conform_reports_the_shortened_trace() -> None:
         result = replay(shorter, target)
         first = replay(report.trace, target).divergence
         assert result.divergence is None or first is None or result.divergence.rule != first.rule
+
+
+def test_pools_no_step_names_are_dropped_and_a_named_one_is_kept() -> None:
+    target = as_target(mutants.get("lifo-fifo-swapped").pool_class())
+    three = replace(
+        _trace(GetNewBlocks(2), FreeBlocks([1, 2]), GetNewBlocks(1)),
+        pools=[(4, True, False), (3, True, False), (5, False, False)],
+    )
+    assert [p[0] for p in delete_steps(three, target).pools] == [4]
+    # a step on pool 2 keeps pools 0..2 (the failure is on pool 2, so nothing else goes)
+    on_two = replace(
+        three,
+        steps=[
+            {"call": op_to_json(op), "nested": []}
+            for op in (GetNewBlocks(2, pool=2), FreeBlocks([1, 2], pool=2), GetNewBlocks(1, pool=2))
+        ],
+    )
+    short = delete_steps(on_two, target)
+    assert len(short.pools) == 3 and replay(short, target).divergence is not None

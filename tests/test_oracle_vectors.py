@@ -79,3 +79,17 @@ def test_trace_guards_excluded_from_coverage_raise_trace_error() -> None:
     world.alive[0] = False
     with pytest.raises(TraceError):
         world.apply(GetNumFreeBlocks(pool=0))
+
+
+def test_a_target_that_cannot_build_a_pool_fails_every_vector_at_step_0() -> None:
+    # `kvpool vectors run` reports it, vector by vector, instead of stopping with a traceback
+    from kvpool import mutants
+    from kvpool.oracle.pytest_plugin import as_target
+    from kvpool.oracle.vectors import run_vectors
+
+    target = as_target(mutants.get("popleft-n-overrun").pool_class())
+    results = run_vectors(target)
+    assert results and all(d is not None for _, d in results)
+    first = results[0][1]
+    assert first is not None and (first.step, first.rule) == (0, "target crashed")
+    assert "building the pools" in first.detail

@@ -4,7 +4,8 @@
 // can check it against the spec. One process holds any number of pools.
 //
 // KVPOOL_NODE_BUG=lifo makes freed uncached blocks join the back of the queue instead
-// of the front: a seeded bug the oracle must catch.
+// of the front: a seeded bug the oracle must catch. KVPOOL_NODE_BUG=crash-on-touch makes
+// the process exit when a free block is touched: a target that dies mid-call.
 "use strict";
 const readline = require("readline");
 
@@ -135,6 +136,7 @@ const methods = {
   touch(p) {
     const ps = pool(p.pool);
     for (const b of ownBlocks(p.pool, p.blocks, "skip")) {
+      if (ps.ref[b] === 0 && BUG === "crash-on-touch") process.exit(3);
       if (ps.ref[b] === 0) ps.free.splice(ps.free.indexOf(b), 1);
       ps.ref[b] += 1;
     }

@@ -15,7 +15,7 @@ from typing import Any
 
 from .conformance import conform
 from .machine import MUTANT_FOCUS
-from .pytest_plugin import as_target
+from .targets import as_target
 
 
 def run(examples: int = 200, names: list[str] | None = None) -> list[dict[str, Any]]:

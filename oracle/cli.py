@@ -19,7 +19,7 @@ from kvpool.spec.state import PoolState
 
 from .conformance import LEVELS, ReplayResult, SavedTrace, conform, replay
 from .machine import format_outcome
-from .targets import TargetError, resolve
+from .targets import CAPABILITIES, TargetError, resolve
 
 console = Console(stderr=False, highlight=False)
 
@@ -107,7 +107,19 @@ def main() -> None:
 )
 @click.option("--seed", type=int, default=None, help="random seed (default: derandomized)")
 @click.option("--max-blocks", type=click.IntRange(1), default=16, show_default=True)
-@click.option("--skip", multiple=True, help="a capability not to test (e.g. UnpinBlocks)")
+@click.option(
+    "--skip",
+    multiple=True,
+    type=click.Choice(CAPABILITIES),
+    help="a capability not to test (repeatable), e.g. UnpinBlocks or multi_pool",
+)
+@click.option(
+    "--max-pools",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="pools per example; 1 turns off cross-pool frees and DropPool",
+)
 @click.option(
     "--json",
     "json_file",
@@ -129,6 +141,7 @@ def conform_cmd(
     seed: int | None,
     max_blocks: int,
     skip: tuple[str, ...],
+    max_pools: int,
     json_file: str | None,
     save_trace: str | None,
 ) -> None:
@@ -141,7 +154,7 @@ def conform_cmd(
     for s in target.skipped:
         console.print(f"  [yellow]skipped[/yellow] {s}")
     with console.status("searching (then shrinking any failure)..."):
-        report = conform(target, level, examples, seed, steps, max_blocks)
+        report = conform(target, level, examples, seed, steps, max_blocks, max_pools=max_pools)
     if report.conforms:
         console.print(
             f"[green]conforms[/green] at {level}: no violation in {examples} "
@@ -165,11 +178,21 @@ def conform_cmd(
 
 @main.command("replay")
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-@click.option("--target", "-t", "target_name", required=True)
+@click.option(
+    "--target",
+    "-t",
+    "target_name",
+    default=None,
+    help="the pool to run it on (default: the target the trace was recorded on)",
+)
 @click.option("--level", type=click.Choice(LEVELS), default=None)
-def replay_cmd(trace: str, target_name: str, level: str | None) -> None:
+def replay_cmd(trace: str, target_name: str | None, level: str | None) -> None:
     """Reproduce a saved TRACE on a target; exit 1 if it still diverges."""
     saved = _load(trace)
+    if target_name is None:
+        if not saved.target:
+            raise click.UsageError(f"{trace} does not say which target it ran on: pass --target")
+        target_name = saved.target
     result = replay(saved, _target(target_name), level, stop=False)
     console.print(render(result, f"{trace} on {target_name}"))
     _verdict(result)

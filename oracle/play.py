@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import shlex
 import sys
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -28,7 +27,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvpool.impl.bridge import abstract, check_invariants
 from kvpool.spec.errors import ErrorKind
 from kvpool.spec.invariants import Violation, check_pool
 from kvpool.spec.ops import (
@@ -51,6 +49,7 @@ from kvpool.spec.state import NULL_BLOCK, PoolState, World
 
 from .driver import Driver
 from .render import text_in_use
+from .targets import Target, as_target
 
 HELP = """\
 Operations (block lists are ids; the null block is 0):
@@ -260,16 +259,18 @@ class Session:
         caching: bool = True,
         events: bool = True,
         factory: Factory | None = None,
+        target: Target | None = None,
     ) -> None:
-        if factory is None:
-            from kvpool.impl import BlockPool
+        if target is None:
+            from .targets import resolve
 
-            factory = BlockPool
-        self.factory: Factory = factory
+            target = resolve("reference") if factory is None else as_target(factory)
+        self.target = target
+        self.factory: Factory = target.factory
         self.config = (num_blocks, caching, events)
         self.history: list[Op] = []
         self.world = World.single(*self.config)
-        self.driver = Driver(factory, [self.config])
+        self.driver = Driver(self.factory, [self.config])
 
     def restart(self, num_blocks: int, caching: bool, events: bool) -> None:
         self.config = (num_blocks, caching, events)
@@ -281,25 +282,36 @@ class Session:
     def spec_state(self) -> PoolState:
         return self.world.pools[0]
 
-    def impl_state(self) -> PoolState:
-        return abstract(self.driver.pool(0))
+    def impl_state(self) -> PoolState | None:
+        """The pool's state as the spec's, or None for a pool that exposes none."""
+        if self.target.state_check is None:
+            return None
+        return self.target.state_check(self.driver, 0)
 
     def impl_violations(self) -> list[Violation]:
-        pool = self.driver.pool(0)
-        if hasattr(pool, "free_block_queue") and hasattr(pool, "_index"):
-            return check_invariants(pool)
-        return check_pool(self.impl_state())
+        if self.target.target_invariants is not None:
+            return self.target.target_invariants(self.driver, 0)
+        state = self.impl_state()
+        return [] if state is None else check_pool(state)
 
     def apply(self, op: Op) -> Step:
         spec = self.world.apply(op)
-        impl = self.driver.execute(op)
         differences = []
-        if (spec.value, spec.error, spec.fired) != (impl.value, impl.error, impl.fired):
+        try:
+            impl = self.driver.execute(op)
+        except Exception as exc:  # the pool raised something that is no pool error
+            impl = Outcome()
+            differences.append(f"the pool crashed: {type(exc).__name__}: {exc}")
+        if not differences and (spec.value, spec.error, spec.fired) != (
+            impl.value,
+            impl.error,
+            impl.fired,
+        ):
             differences.append(f"the spec returned {_outcome(spec)}, the pool {_outcome(impl)}")
-        a, b = self.spec_state.snapshot(), self.impl_state().snapshot()
-        if a != b:
+        theirs = self.impl_state()
+        if theirs is not None and self.spec_state.snapshot() != theirs.snapshot():
             differences.append("their states differ: spec " + self.spec_state.describe())
-            differences.append("                     pool " + self.impl_state().describe())
+            differences.append("                     pool " + theirs.describe())
         self.history.append(op)
         return Step(op, spec, impl, not differences, differences)
 
@@ -465,16 +477,23 @@ class Player:
         return True
 
 
-def _load_factory(spec: str) -> Factory:
-    module, _, name = spec.partition(":")
-    if not module or not name:
-        raise UsageError(f"--impl wants module:Class, got {spec!r}")
-    obj: Any = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise UsageError(f"{spec} is not callable")
-    return obj  # type: ignore[no-any-return]
+def _load_target(spec: str) -> Target:
+    """An oracle target string, or a bare ``module:Class`` (read as ``python:module:Class``)."""
+    from .targets import TargetError, resolve
+
+    known = spec in ("reference", "spec", "vllm") or spec.startswith(("vllm==", "python:", "cmd:"))
+    if not known:
+        module, _, name = spec.partition(":")
+        if not module or not name:
+            raise UsageError(
+                f"--impl wants a target (reference, vllm, python:module:Class, cmd:COMMAND) "
+                f"or module:Class, got {spec!r}"
+            )
+        spec = f"python:{spec}"
+    try:
+        return resolve(spec)
+    except TargetError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _lines(stream: TextIO) -> Iterable[str]:
@@ -493,8 +512,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-events", action="store_true", help="enable_kv_cache_events=False")
     parser.add_argument(
         "--impl",
-        default="kvpool.impl:BlockPool",
-        help="module:Class of the pool to run beside the spec (vLLM's constructor signature)",
+        default="reference",
+        help="the pool to run beside the spec: any kvpool target (reference, vllm, "
+        "python:module:Class, cmd:COMMAND) or module:Class (default: reference)",
     )
     parser.add_argument(
         "--script", metavar="FILE", help="read commands from FILE ('-' for stdin), echo them"
@@ -507,11 +527,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.num_blocks < 1:
             raise UsageError("--num-blocks must be >= 1")
-        factory = _load_factory(args.impl)
-    except (UsageError, ImportError, AttributeError) as exc:
+        target = _load_target(args.impl)
+    except UsageError as exc:
         print(f"kvpool play: {exc}", file=sys.stderr)
         return 2
-    session = Session(args.num_blocks, not args.no_caching, not args.no_events, factory)
+    session = Session(args.num_blocks, not args.no_caching, not args.no_events, target=target)
     scripted = args.script is not None or not sys.stdin.isatty()
     console = Console(
         force_terminal=True if args.color else None,
@@ -521,6 +541,11 @@ def main(argv: list[str] | None = None) -> int:
         soft_wrap=scripted,  # a transcript keeps one line per line, however long
     )
     player = Player(session, console, compact=args.compact)
+    if target.name != "reference":
+        console.print(Text(f"the spec beside {target.name}", style="dim"))
+    if target.state_check is None:
+        note = "it exposes no state: results are compared, the drawing is the spec's"
+        console.print(Text(note, style="dim"))
     player.draw()
     if scripted:
         with contextlib.ExitStack() as stack:

@@ -16,15 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .conformance import Report, conform, replay
-from .targets import (
-    Target,
-    _capabilities,
-    _invariant_reader,
-    _python_factory,
-    _state_reader,
-    describe_skips,
-    resolve,
-)
+from .targets import Target, as_target, resolve
 
 
 class NonConformance(AssertionError):
@@ -35,37 +27,11 @@ class NonConformance(AssertionError):
         self.report = report
 
 
-def as_target(target: Any) -> Target:
-    """A :class:`Target` from a target string, a Target, or a pool class/factory."""
-    if isinstance(target, Target):
-        return target
-    if isinstance(target, str):
-        return resolve(target)
-    factory = _python_factory(target)
-    probe = factory(4, True, True)
-    caps = _capabilities(probe)
-    reader = _state_reader(probe)
-    inv = _invariant_reader(probe)
-    if reader is not None and inv is None:
-        from kvpool.spec.invariants import check_pool
-
-        def inv(d: Any, i: int, _r: Any = reader) -> Any:
-            return check_pool(_r(d, i))
-
-    return Target(
-        getattr(target, "__name__", repr(target)),
-        factory,
-        caps,
-        reader,
-        inv,
-        describe_skips(caps, reader is not None),
-    )
-
-
 def check(
     target: Any, level: str = "exact", examples: int = 200, seed: int | None = None, **options: Any
 ) -> Report:
     """Fail (``NonConformance``) unless ``target`` conforms at ``level``; return the report."""
+    __tracebackhide__ = True  # pytest shows the user's call and our message, not our frames
     t = as_target(target)
     report = conform(t, level, examples, seed, **options)
     if not report.conforms:
@@ -115,3 +81,6 @@ try:
 
 except ImportError:  # pragma: no cover - pytest is optional at runtime
     pass
+
+
+__all__ = ["NonConformance", "as_target", "check"]

@@ -62,6 +62,10 @@ MULTI_POOL = "multi_pool"
 """Several pools in one run: cross-pool frees (and DropPool)."""
 
 
+CAPABILITIES: tuple[str, ...] = (*METHODS, EVICT_FIRST, DROP_POOL, MULTI_POOL)
+"""Every capability a target can have (and ``kvpool conform --skip`` can take away)."""
+
+
 class TargetError(ValueError):
     """A target string that names nothing the oracle can build (a usage error)."""
 
@@ -360,4 +364,31 @@ def resolve(spec: str, version_default: str | None = None) -> Target:
         state_check=reader,
         target_invariants=inv,
         skipped=describe_skips(caps, reader is not None),
+    )
+
+
+def as_target(target: Any) -> Target:
+    """A :class:`Target` from a target string, a Target, or a pool class/factory."""
+    if isinstance(target, Target):
+        return target
+    if isinstance(target, str):
+        return resolve(target)
+    factory = _python_factory(target)
+    probe = factory(4, True, True)
+    caps = _capabilities(probe)
+    reader = _state_reader(probe)
+    inv = _invariant_reader(probe)
+    if reader is not None and inv is None:
+        from kvpool.spec.invariants import check_pool
+
+        def inv(d: Any, i: int, _r: Any = reader) -> Any:
+            return check_pool(_r(d, i))
+
+    return Target(
+        getattr(target, "__name__", repr(target)),
+        factory,
+        caps,
+        reader,
+        inv,
+        describe_skips(caps, reader is not None),
     )

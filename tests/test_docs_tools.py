@@ -290,3 +290,18 @@ def test_the_semantics_copy_matches_the_design_text() -> None:
     assert copy == SHARED_SEMANTICS.read_text(encoding="utf-8"), (
         "docs/semantics.md is stale: copy shared/design/semantics.md again (keep the header)"
     )
+
+
+def test_play_drives_any_target_even_one_without_state(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a pool with vLLM's API and none of kvpool's internals: results are compared
+    monkeypatch.setattr("sys.stdin", io.StringIO("get 2\nfree 1 2\nget 1\n"))
+    assert main(["-n", "4", "--compact", "--impl", "oracle_targets:MinimalPool"]) == 0
+    out = capsys.readouterr().out
+    assert "it exposes no state: results are compared" in out
+    assert "get_new_blocks(1)  ->  (1,)" in out and "DISAGREE" not in out
+    # the same by its target name, and a seeded bug behind a target name is caught
+    monkeypatch.setattr("sys.stdin", io.StringIO("get 2\nfree 1 2\nget 1\n"))
+    assert main(["-n", "4", "--compact", "--impl", "python:oracle_targets:LifoFifoSwapped"]) == 1
+    assert "SPEC AND POOL DISAGREE" in capsys.readouterr().out

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -85,6 +87,12 @@ def test_cli_conform_report_trace_replay_show(tmp_path: Path) -> None:
     (trace,) = (tmp_path / "traces").iterdir()
     assert runner.invoke(main, ["replay", str(trace), "-t", MUTANT]).exit_code == 1
     assert runner.invoke(main, ["replay", str(trace), "-t", "reference"]).exit_code == 0
+    # without --target, the trace runs on the target it was recorded on
+    assert runner.invoke(main, ["replay", str(trace)]).exit_code == 1
+    # --skip takes capability names only, and --max-pools 1 is accepted
+    assert runner.invoke(main, ["conform", "-t", "reference", "--skip", "Nope"]).exit_code == 2
+    one = ["conform", "-t", "reference", "-n", "5", "--max-pools", "1", "--skip", "Touch"]
+    assert runner.invoke(main, one).exit_code == 0
     shown = runner.invoke(main, ["show", str(trace)])
     calls = [s["call"]["op"] for s in json.loads(trace.read_text())["steps"] if "call" in s]
     assert shown.exit_code == 0 and calls and all(c in shown.output for c in calls)
@@ -138,6 +146,29 @@ def test_check_for_users_suites() -> None:
     assert check(BlockPool, level="exact", examples=20).conforms
     with pytest.raises(NonConformance, match="state differs"):
         check(resolve(MUTANT), level="exact", examples=50, steps=15, max_blocks=6)
+
+
+def test_a_failing_check_in_a_users_suite_points_at_their_line(tmp_path: Path) -> None:
+
+    here = Path(__file__).resolve().parent
+    (tmp_path / "test_mine.py").write_text(
+        "from kvpool.oracle import check\n"
+        "from oracle_targets import LifoFifoSwapped\n\n"
+        "def test_my_pool():\n"
+        "    check(LifoFifoSwapped, examples=50, steps=15, max_blocks=6)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(here)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "does not conform at exact: state differs" in run.stdout
+    assert "test_mine.py:5" in run.stdout  # the user's own line
+    assert "pytest_plugin.py" not in run.stdout  # none of ours
 
 
 def test_fast_incremental_check_passes_reference_and_catches_a_mutant() -> None:

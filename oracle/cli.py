@@ -176,6 +176,54 @@ def conform_cmd(
     sys.exit(0 if report.conforms else 1)
 
 
+@main.command("soak")
+@click.option(
+    "--target",
+    "-t",
+    "target_name",
+    required=True,
+    help="reference | spec | vllm | python:module:Name",
+)
+@click.option("--level", type=click.Choice(LEVELS), default="exact", show_default=True)
+@click.option("--ops", type=click.IntRange(1), default=100_000, show_default=True)
+@click.option("--blocks", type=click.IntRange(2), default=10_000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--check-every",
+    type=click.IntRange(1),
+    default=1000,
+    show_default=True,
+    help="compare the whole state every K calls (the blocks a call names: every call)",
+)
+def soak_cmd(
+    target_name: str, level: str, ops: int, blocks: int, seed: int, check_every: int
+) -> None:
+    """A long random serving-like workload on a big pool, compared call by call.
+
+    No search and no shrinking (kvpool conform does those on small pools): the first
+    divergence is reported with its call number, so a long run is cheap to leave on.
+    """
+    from .fastcheck import cannot_drive, run_random
+
+    target = _target(target_name)
+    why = cannot_drive(target, level)
+    if why is not None:
+        raise click.UsageError(why)
+    console.print(
+        f"[bold]kvpool soak[/bold] {target.name} at [bold]{level}[/bold]: "
+        f"{ops:,} calls on {blocks:,} blocks, seed {seed}"
+    )
+    with console.status("running..."):
+        result = run_random(target, ops, blocks, seed, check_every, level=level)
+    rate = f"{result.ops:,} calls in {result.seconds:.1f}s, {result.ops_per_second:,.0f}/s"
+    if result.divergence is None:
+        console.print(f"[green]conforms[/green] at {level}: {rate}")
+        sys.exit(0)
+    console.print(f"[red]VIOLATION[/red] {result.divergence}")
+    console.print(f"({rate}; kvpool conform --target {target_name} shrinks it on a small pool)")
+    sys.exit(1)
+
+
 @main.command("replay")
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option(

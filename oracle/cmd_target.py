@@ -31,6 +31,7 @@ the spec's error kinds. ``fired`` lists the watchers the call fired, in firing o
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import shlex
 import subprocess
@@ -124,10 +125,8 @@ class Process:
                 self.proc.wait()
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None and not pipe.closed:
-                try:
+                with contextlib.suppress(OSError):  # its other end died with unread data
                     pipe.close()
-                except OSError:  # a pipe whose other end died with unread data
-                    pass
 
 
 class CmdBlock:

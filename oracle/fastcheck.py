@@ -99,6 +99,33 @@ def rename(ps: PoolState, a: int, b: int) -> None:
         ps.pending[a] = wb
 
 
+NEEDS: frozenset[str] = frozenset(
+    {"GetNewBlocks", "FreeBlocks", "Touch", "CacheBlocks", "GetCachedBlock", "EvictBlocks"}
+)
+"""The capabilities every workload uses (``robust`` adds UnpinBlocks, events TakeEvents)."""
+
+
+def cannot_drive(target: Target, level: str, events: bool = True) -> str | None:
+    """Why :func:`run_random` cannot run ``target`` at ``level`` (None if it can).
+
+    The workload reads each block's ``ref_cnt`` and ``block_hash`` straight off the
+    target's block objects, as vLLM's blocks have them, and calls the whole API.
+    """
+    needs = set(NEEDS) | ({"UnpinBlocks"} if level == "robust" else set())
+    needs |= {"TakeEvents"} if events else set()
+    missing = sorted(needs - set(target.capabilities))
+    if missing:
+        return f"{target.name} lacks {', '.join(missing)}: use kvpool conform, which skips them"
+    probe = target.factory(2, True, events)
+    block = getattr(probe, "blocks", [None, None])[1]
+    if not (hasattr(block, "ref_cnt") and hasattr(block, "block_hash")):
+        return (
+            f"{target.name}'s blocks have no ref_cnt and block_hash to read: "
+            "use kvpool conform, which reads state through kvpool_state()"
+        )
+    return None
+
+
 @dataclass
 class FastResult:
     ops: int

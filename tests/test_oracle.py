@@ -171,6 +171,17 @@ def test_a_failing_check_in_a_users_suite_points_at_their_line(tmp_path: Path) -
     assert "pytest_plugin.py" not in run.stdout  # none of ours
 
 
+def test_soak_runs_long_workloads_from_the_command_line() -> None:
+    runner = CliRunner()
+    ok = runner.invoke(main, ["soak", "-t", "reference", "--ops", "3000", "--blocks", "500"])
+    assert ok.exit_code == 0 and "conforms at exact: 3,000 calls" in ok.output, ok.output
+    bad = runner.invoke(main, ["soak", "-t", MUTANT, "--ops", "3000", "--blocks", "500"])
+    assert bad.exit_code == 1 and "VIOLATION call" in bad.output, bad.output
+    # a pool without the API the workload needs is told to use conform: a usage error
+    lacking = runner.invoke(main, ["soak", "-t", "python:oracle_targets:MinimalPool"])
+    assert lacking.exit_code == 2 and "use kvpool conform" in lacking.output
+
+
 def test_fast_incremental_check_passes_reference_and_catches_a_mutant() -> None:
     from kvpool.oracle.fastcheck import run_random
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
+from kvpool.spec.rules import RULES
+
 from .model import ERR, OPK, Config, Finite, Result, State, iv
 
 INV_NAMES = (
@@ -33,14 +35,18 @@ INV_NAMES = (
     "INV-CONSERVE",
 )
 
-STEP_NAMES = {
-    "ORD-HANDOUT": "get_new_blocks hands out the first n of the queue, in order, keyless, ref 1",
-    "ORD-RELEASE": "free_blocks: new queue == FRONT (list order) ++ old queue ++ BACK (list order)",
-    "WATCH-FIRE": "a watcher leaves its block exactly when it fires, only on hand-out or reset",
-    "RES-CACHED": "get_cached_block returns the oldest holder of the key, None iff none",
-    "RES-RESET": "reset_prefix_cache succeeds iff no non-null block is in use",
-    "RES-NUMFREE": "get_num_free_blocks == number of non-null blocks with ref_cnt 0",
+STEP_NAMES: dict[str, str] = {
+    name: RULES[name]
+    for name in (
+        "ORD-HANDOUT",
+        "ORD-RELEASE",
+        "WATCH-FIRE",
+        "RES-CACHED",
+        "RES-RESET",
+        "RES-NUMFREE",
+    )
 }
+"""The result rules the BMC states after every step, named and worded as in the spec."""
 
 STRONG_PARTS = {
     "INV-REF": ("INV-REF",),

@@ -13,7 +13,7 @@ from kvpool.spec import INVARIANTS, World, check_pool
 from . import bmc, differential, induction, listreplay, refinement
 from .model import OPS
 from .mutants import MUTANTS, BuggyWorld
-from .props import STEP_NAMES, STRONG_PARTS
+from .props import STRONG_PARTS
 from .trace import decode_state, read_args, to_op
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -430,5 +430,4 @@ def run(profile: str = "default") -> list[ObligationResult]:
     rows += run_bmc_mutants(mn, mk, mM, which)
     rows += run_induction_mutants(p["ind_timeout"] // 2)
     rows += run_refinement_mutants(p["ind_timeout"] // 4)
-    _ = OPS, STEP_NAMES
     return rows

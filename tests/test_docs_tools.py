@@ -282,14 +282,23 @@ def test_the_semantics_copy_in_docs_has_a_header_and_content() -> None:
         assert name in body
 
 
-@pytest.mark.skipif(
-    not SHARED_SEMANTICS.exists(), reason="the design folder is not beside this checkout"
-)
-def test_the_semantics_copy_matches_the_design_text() -> None:
-    copy = _without_header((DOCS / "semantics.md").read_text(encoding="utf-8"))
-    assert copy == SHARED_SEMANTICS.read_text(encoding="utf-8"), (
-        "docs/semantics.md is stale: copy shared/design/semantics.md again (keep the header)"
-    )
+def test_the_semantics_copy_is_unedited_and_matches_the_design_text() -> None:
+    import hashlib
+    import re
+
+    text = (DOCS / "semantics.md").read_text(encoding="utf-8")
+    recorded = re.search(r"sha256 of the text after this comment:\s*([0-9a-f]{64})", text)
+    assert recorded, "docs/semantics.md's header must record the sha256 of the design text"
+    copy = _without_header(text)
+    digest = hashlib.sha256(copy.encode("utf-8")).hexdigest()
+    assert digest == recorded.group(1), "docs/semantics.md was edited: it is a verbatim copy"
+    # Beside the design folder (a developer's checkout, not a bare clone), the copy and
+    # its recorded hash must also be today's design text.
+    if SHARED_SEMANTICS.exists():
+        assert copy == SHARED_SEMANTICS.read_text(encoding="utf-8"), (
+            "docs/semantics.md is stale: copy shared/design/semantics.md again and record "
+            "its sha256 in the header"
+        )
 
 
 def test_play_drives_any_target_even_one_without_state(

@@ -46,6 +46,15 @@ class _RemoveForgetsPrev(FreeKVCacheBlockQueue):
             nxt.prev_free_block = block
 
 
+class _AppendReversed(FreeKVCacheBlockQueue):
+    """append_n links a group in reverse list order (ORD-RELEASE: BACK keeps list order)."""
+
+    __slots__ = ()
+
+    def _append_n(self, blocks: list[KVCacheBlock]) -> None:
+        super()._append_n(blocks[::-1])
+
+
 def _pool_with_queue(queue_cls: type[FreeKVCacheBlockQueue], name: str) -> type[BlockPool]:
     def __init__(
         self: BlockPool,
@@ -106,7 +115,16 @@ class HandsOutTwiceReferenced(BlockPool):
         return out
 
 
+QUEUES: dict[str, type[FreeKVCacheBlockQueue]] = {
+    "queue-pop-keeps-link": _PopKeepsLink,
+    "queue-prepend-miscounts": _PrependMiscounts,
+    "queue-remove-forgets-prev": _RemoveForgetsPrev,
+    "queue-append-n-reversed": _AppendReversed,
+}
+"""The queue mutants by name (the bounded entry points of :mod:`.bounded` build these)."""
+
 POOLS: dict[str, type[BlockPool]] = {
+    "queue-append-n-reversed": _pool_with_queue(_AppendReversed, "AppendReversedPool"),
     "queue-pop-keeps-link": _pool_with_queue(_PopKeepsLink, "PopKeepsLinkPool"),
     "queue-prepend-miscounts": _pool_with_queue(_PrependMiscounts, "PrependMiscountsPool"),
     "queue-remove-forgets-prev": _pool_with_queue(_RemoveForgetsPrev, "RemoveForgetsPrevPool"),
@@ -128,3 +146,11 @@ CROSSHAIR_FINDS: dict[str, str] = {
 }
 """Mutant -> the entry point whose contracts it breaks, found by CrossHair within the
 fast budget. (The other mutants in :data:`POOLS` are caught by the concrete harness.)"""
+
+BOUNDED_FINDS: dict[str, str] = {
+    "queue-pop-keeps-link": "queue_popleft_n",
+    "queue-prepend-miscounts": "queue_prepend_n",
+    "queue-remove-forgets-prev": "queue_remove",
+    "queue-append-n-reversed": "queue_append_n",
+}
+"""Queue mutant -> the bounded entry point (:mod:`.bounded`) on which CrossHair finds it."""

@@ -217,25 +217,38 @@ def run_contracts(profile: Profile) -> Check:
     results = contracts.run("fast" if profile == "fast" else "full")
     cells: dict[str, Cell] = {}
     bad = [r for r in results if r.status == "counterexample"]
+    per_row: dict[str, list[contracts.ContractResult]] = {}
     for r in results:
         for inv in r.invariants:
-            if inv not in ROWS:
-                continue
-            if r.status == "counterexample":
-                cells[inv] = Cell("failed", r.name)
-            elif r.status == "confirmed" and inv not in cells:
-                cells[inv] = Cell("proved", "all paths")
-            elif inv not in cells or cells[inv].status == "proved":
-                cells[inv] = Cell("checked", "no counterexample within budget")
+            if inv in ROWS:
+                per_row.setdefault(inv, []).append(r)
+    blocks = contracts.BOUNDED_BLOCKS["fast" if profile == "fast" else "full"]
+    for inv, rs in per_row.items():
+        broken = [r.name for r in rs if r.status == "counterexample"]
+        confirmed = [r for r in rs if r.status == "confirmed"]
+        if broken:
+            cells[inv] = Cell("failed", ", ".join(broken))
+        elif len(confirmed) == len(rs):
+            cells[inv] = Cell("proved", f"all paths, <= {blocks} blocks")
+        elif confirmed:
+            # Some entry points finished every path (the bounded queue), others ran out
+            # of budget (the pool): the row is as strong as its weakest entry point.
+            cells[inv] = Cell(
+                "checked", f"{len(confirmed)}/{len(rs)} all paths (<= {blocks} blocks)"
+            )
+        else:
+            cells[inv] = Cell("checked", "no counterexample within budget")
     caught: dict[str, bool] = {}
     evidence: dict[str, str] = {}
     if profile == "full":
         from kvpool.contracts import bugs
 
-        for name, entry in bugs.CROSSHAIR_FINDS.items():
+        finds = [*bugs.CROSSHAIR_FINDS.items(), *bugs.BOUNDED_FINDS.items()]
+        for name, entry in finds:
             found = contracts.check_one(entry, "fast", name)
-            caught[f"crosshair:{name}"] = found.status == "counterexample"
-            evidence[f"crosshair:{name}"] = f"counterexample in {entry}"
+            key = f"crosshair:{name}" + (f"@{entry}" if entry in contracts.BOUNDED else "")
+            caught[key] = found.status == "counterexample"
+            evidence[key] = f"counterexample in {entry}"
     return Check(
         "CrossHair contracts",
         "CrossHair",

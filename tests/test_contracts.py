@@ -173,6 +173,7 @@ def test_the_harness_catches_every_mutant_on_some_concrete_input(
         lambda: harness.get_new_blocks(3, [], 1),
         lambda: harness.free_blocks(4, [0, 0], [1, 2], False),
         lambda: harness.free_blocks(3, [], [1], False),
+        lambda: harness.free_blocks(4, [0, 0, 2, 2], [1, 2], False),  # two keyed: BACK
     ]
     caught = 0
     for entry in entries:

@@ -345,7 +345,7 @@ def run_oracle(profile: Profile) -> Check:
     )
 
 
-CATALOGUE_EXAMPLES = 100
+CATALOGUE_EXAMPLES = 200
 """Examples per mutant for `kvpool conform` over the catalogue in the full profile
 (`make conform-mutants` runs 500)."""
 

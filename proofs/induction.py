@@ -14,7 +14,6 @@ as unknown, never as proved.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +29,7 @@ from .model import (
     fresh_args,
     fresh_state,
     initial,
+    isolated_check,
     transition,
 )
 
@@ -58,20 +58,9 @@ def _setup(
 def _solve(
     hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int, bound_n: z3.ArithRef | None
 ) -> tuple[str, float, z3.ModelRef | None]:
-    sol = z3.Solver()
-    sol.set("timeout", timeout_ms)
-    sol.add(hyp)
-    sol.add(z3.Not(goal))
-    if bound_n is not None:  # refutations only: keep the counterexample small enough to decode
-        sol.add(bound_n <= 8)
-    t0 = time.perf_counter()
-    res = sol.check()
-    dt = time.perf_counter() - t0
-    if res == z3.unsat:
-        return "proved", dt, None
-    if res == z3.sat:
-        return "refuted", dt, sol.model()
-    return "unknown", dt, None
+    extra = [bound_n <= 8] if bound_n is not None else []
+    # (the bound on refutations only keeps a counterexample small enough to decode)
+    return isolated_check([*hyp, z3.Not(goal), *extra], timeout_ms)
 
 
 def step_goals(

@@ -31,6 +31,7 @@ encoding (and :mod:`kvpool.proofs.mutants` re-creates it in the executable spec)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeAlias
@@ -997,3 +998,29 @@ def transition(cfg: Config, s: State, a: Args) -> tuple[State, Result]:
     fire = [d.ite(gnb, gf, d.ite(rs, s.pend[w], no)) for w, gf in enumerate(gres.fire)]
     fire_key = d.ite(gnb, gres.fire_key, s.bst)
     return nxt, Result(err, value, usage, gres.ret, fire, fire_key)
+
+
+def isolated_check(
+    assertions: list[z3.BoolRef], timeout_ms: int
+) -> tuple[str, float, z3.ModelRef | None]:
+    """Check ``assertions`` in a fresh z3 context: "proved" (unsat), "refuted" or "unknown".
+
+    On quantified formulas z3's answer can depend on everything the context has seen
+    before (term ids order its search), so the same obligation could be proved in one
+    process and "unknown" in another that built other formulas first. Translating the
+    obligation into a context of its own makes the answer depend on the obligation alone.
+    A model comes back translated into the main context, for the callers' decoders.
+    """
+    ctx = z3.Context()
+    sol = z3.Solver(ctx=ctx)
+    sol.set("timeout", timeout_ms)
+    for a in assertions:
+        sol.add(a.translate(ctx))
+    t0 = time.perf_counter()
+    res = sol.check()
+    dt = time.perf_counter() - t0
+    if res == z3.unsat:
+        return "proved", dt, None
+    if res == z3.sat:
+        return "refuted", dt, sol.model().translate(z3.main_ctx())
+    return "unknown", dt, None

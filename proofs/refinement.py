@@ -15,11 +15,12 @@ J at exit plus the statements after the loop give R with the spec's sequence.
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
+
+from .model import isolated_check
 
 HEAD, TAIL, NONE = -1, -2, -3
 A = z3.Array
@@ -193,18 +194,7 @@ class RefResult:
 
 
 def _prove(hyp: list[Any], goal: Any, timeout_ms: int) -> tuple[str, float, z3.ModelRef | None]:
-    sol = z3.Solver()
-    sol.set("timeout", timeout_ms)
-    sol.add(hyp)
-    sol.add(z3.Not(goal))
-    t0 = time.perf_counter()
-    r = sol.check()
-    dt = time.perf_counter() - t0
-    if r == z3.unsat:
-        return "proved", dt, None
-    if r == z3.sat:
-        return "refuted", dt, sol.model()
-    return "unknown", dt, None
+    return isolated_check([*hyp, z3.Not(goal)], timeout_ms)
 
 
 def single_ops(

@@ -18,8 +18,10 @@ from .trace import decode_state, read_args, to_op
 
 PROFILES: dict[str, dict[str, Any]] = {
     # what `make test` runs (well under a minute)
+    # "bmc" is (N, k, M): N blocks, k steps, block lists of at most M entries (M = 2 lets
+    # a list repeat a block and gives FRONT and BACK an order to keep)
     "fast": {
-        "bmc": (4, 4, 1),
+        "bmc": (4, 4, 2),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
         "ind_timeout": 60000,
         "diff": 60,
@@ -28,14 +30,14 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     # `make proofs` / `make verify`
     "default": {
-        "bmc": (6, 8, 1),
+        "bmc": (6, 8, 2),
         "ind_timeout": 60000,
         "diff": 300,
         "mut_bmc": (5, 5, 2),
         "all_mutants": True,
     },
     "deep": {
-        "bmc": (8, 8, 1),
+        "bmc": (8, 8, 2),
         "ind_timeout": 120000,
         "diff": 1000,
         "mut_bmc": (6, 6, 2),

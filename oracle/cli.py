@@ -55,11 +55,12 @@ def _queue(ps: PoolState | None) -> str:
 def render(result: ReplayResult, title: str) -> Table:
     """The steps as a table: call, expected against observed, the free queue after it."""
     table = Table(title=title, show_lines=False)
+    # "fold": a narrow terminal breaks a long call across lines, never elides part of it
     table.add_column("#", justify="right")
-    table.add_column("call")
-    table.add_column("spec")
-    table.add_column("target")
-    table.add_column("free queue after (spec / target)")
+    table.add_column("call", overflow="fold")
+    table.add_column("spec", overflow="fold")
+    table.add_column("target", overflow="fold")
+    table.add_column("free queue after (spec / target)", overflow="fold")
     bad = result.divergence.step if result.divergence else -1
     for i, s in enumerate(result.steps, 1):
         style = "bold red" if i == bad else None

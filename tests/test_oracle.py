@@ -98,6 +98,26 @@ def test_cli_conform_report_trace_replay_show(tmp_path: Path) -> None:
     assert shown.exit_code == 0 and calls and all(c in shown.output for c in calls)
 
 
+def test_a_narrow_terminal_folds_a_long_call_and_elides_nothing() -> None:
+    import io
+
+    from rich.console import Console
+
+    from kvpool.oracle.cli import render
+
+    ops = [
+        GetNewBlocks(3),
+        CacheBlocks([1, 2, 3], ["alpha", "beta", "gamma"]),
+        FreeBlocks([3, 2, 1]),
+    ]
+    trace = SavedTrace([(4, True, False)], [{"call": op_to_json(op)} for op in ops])
+    out = io.StringIO()
+    Console(file=out, width=60, no_color=True).print(render(replay(trace, resolve(MUTANT)), "t"))
+    text = out.getvalue()
+    assert "\u2026" not in text, text  # rich's ellipsis: part of a call would be hidden
+    assert "gamma" in text and "CacheBlocks" in text
+
+
 def test_trace_json_round_trips_odd_values() -> None:
     ops = [
         GetNewBlocks(True),

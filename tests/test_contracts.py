@@ -187,3 +187,27 @@ def test_the_harness_catches_every_mutant_on_some_concrete_input(
 def test_docs_of_runtime_mode_mention_how_to_turn_it_on() -> None:
     doc = textwrap.dedent(runtime.__doc__ or "")
     assert "enable()" in doc and "KVPOOL_CONTRACTS=1" in doc
+
+
+def test_the_bounded_queue_entry_points_pass_every_input_when_run_plainly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The same scope CrossHair confirms, run as plain Python: every queue, every argument.
+    from kvpool.contracts import bounded
+    from kvpool.contracts.bugs import QUEUES
+
+    states = range(len(bounded.QUEUES_IN_SCOPE))
+    for s in states:
+        for n in range(bounded.BLOCKS + 2):
+            bounded.queue_popleft_n(s, n)
+        for b in range(1, bounded.BLOCKS + 1):
+            bounded.queue_remove(s, b)
+        for extra in states:
+            bounded.queue_append_n(s, extra)
+            bounded.queue_prepend_n(s, extra)
+    # and a queue mutant fails some input of its entry point
+    monkeypatch.setattr(bounded, "QUEUE", QUEUES["queue-append-n-reversed"])
+    with pytest.raises(AssertionError, match="_append_n"):
+        for s in states:
+            for extra in states:
+                bounded.queue_append_n(s, extra)

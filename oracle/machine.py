@@ -844,7 +844,6 @@ class _Lockstep(RuleBasedStateMachine):
     INVALID_CALLS: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = (
         ("bad_count", ("GetNewBlocks",)),
         ("over_free", ("FreeBlocks",)),
-        ("over_free_in_use", ("FreeBlocks",)),
         ("free_bad_entries", ("FreeBlocks",)),
         ("foreign_block", ("Touch", "UnpinBlocks", "CacheBlocks", "IsBlockWritable")),
         ("null_misuse", ("UnpinBlocks", "CacheBlocks", "EvictBlocks")),
@@ -878,7 +877,7 @@ class _Lockstep(RuleBasedStateMachine):
         self.do(GetNewBlocks(n, pool=p), refused=True)
 
     def over_free(self, data: st.DataObject) -> None:
-        """A double free (a free block) or an over-free (a block listed more often than held)."""
+        """A double free (a free block) or a duplicate over-free (listed more often than held)."""
         evict_first = data.draw(st.booleans(), label="evict_first")
         alive = self.alive()
         p = data.draw(st.sampled_from(alive), label="pool")
@@ -886,21 +885,6 @@ class _Lockstep(RuleBasedStateMachine):
         if ps.num_blocks < 2:
             return
         b = data.draw(st.integers(1, ps.num_blocks - 1), label="block")
-        self._over_free(data, p, b, evict_first)
-
-    def over_free_in_use(self, data: st.DataObject) -> None:
-        """A block in use listed once more than it is held: a pool that checks each distinct
-        block once, not each entry, accepts it and drives ref_cnt below zero."""
-        p = data.draw(st.sampled_from(self.alive()), label="pool")
-        ps = self.ps(p)
-        in_use = [b for b in range(1, ps.num_blocks) if ps.ref[b] > 0]
-        if not in_use:
-            return
-        b = data.draw(st.sampled_from(in_use), label="block")
-        self._over_free(data, p, b, data.draw(st.booleans(), label="evict_first"))
-
-    def _over_free(self, data: st.DataObject, p: int, b: int, evict_first: bool) -> None:
-        ps, alive = self.ps(p), self.alive()
         victim = [BlockRef(p, b)] * (ps.ref[b] + 1)
         via = data.draw(st.sampled_from(alive), label="via")  # another pool: a forwarded refusal
         # valid entries first (the calling pool's own, then the victim's pool's), so

@@ -24,7 +24,8 @@ from __future__ import annotations
 import os
 from itertools import permutations
 
-from kvpool.impl import FreeKVCacheBlockQueue, KVCacheBlock, PoolError
+from kvpool.impl import FreeKVCacheBlockQueue, KVCacheBlock, PoolError, inv_list_of
+from kvpool.impl.bridge import walk_free_queue
 
 from . import harness
 from .bugs import QUEUES
@@ -68,29 +69,31 @@ def _start(state: int) -> tuple[FreeKVCacheBlockQueue, list[KVCacheBlock], list[
 def _expect(
     queue: FreeKVCacheBlockQueue, blocks: list[KVCacheBlock], seq: list[int], what: str
 ) -> None:
-    """The queue is the spec's sequence ``seq``, and INV-LIST holds link by link."""
-    head, tail = queue.fake_free_list_head, queue.fake_free_list_tail
-    walk: list[KVCacheBlock] = []
-    node = head.next_free_block
-    while node is not None and node is not tail and len(walk) <= BLOCKS:
-        walk.append(node)
-        node = node.next_free_block
-    got = [b.block_id for b in walk]
-    if node is not tail or got != seq:
+    """The queue walks exactly the spec's sequence ``seq``, and INV-LIST holds."""
+    got = [b.block_id for b in walk_free_queue(queue, BLOCKS + 1)[0]]
+    if got != seq:
         raise HarnessViolation(f"{what}: the queue walks {got}, the spec's sequence is {seq}")
-    if queue.num_free_blocks != len(seq):
-        raise HarnessViolation(f"{what}: num_free_blocks {queue.num_free_blocks}, not {len(seq)}")
-    for before, block in zip([head, *walk], [*walk, tail], strict=True):
-        if block.prev_free_block is not before:
-            raise HarnessViolation(f"{what}: INV-LIST: block {block.block_id}'s prev link")
-    for b in blocks[1:]:
-        if b.block_id not in seq and (b.prev_free_block or b.next_free_block) is not None:
-            raise HarnessViolation(f"{what}: INV-LIST: unqueued block {b.block_id} keeps a link")
+    broken = inv_list_of(queue, blocks)
+    if broken:
+        raise HarnessViolation(f"{what}: {broken[0]}")
+
+
+def _must_refuse(
+    queue: FreeKVCacheBlockQueue, blocks: list[KVCacheBlock], seq: list[int], name: str, arg: object
+) -> None:
+    """A call outside the operation's precondition: refused, and the queue unchanged."""
+    try:
+        harness.call(queue, name, arg)
+    except PoolError:
+        _expect(queue, blocks, seq, f"a refused {name}")
+        return
+    raise HarnessViolation(f"{name}({arg!r}) accepted on the queue {seq}")
 
 
 # Each operation has two bodies in kvpool.impl: the checked public method (what a user
 # calls; it refuses bad input) and the unchecked ``_`` method the pool calls on its hot
-# path once it has validated. Both are run on every queue in scope, each on a fresh copy.
+# path once it has validated. Both are run on every queue in scope, each on a fresh copy;
+# the unchecked one only within its precondition, which the pool guarantees.
 
 
 def queue_popleft_n(state: int, n: int) -> None:
@@ -101,21 +104,16 @@ def queue_popleft_n(state: int, n: int) -> None:
     assert 0 <= state < len(QUEUES_IN_SCOPE)
     assert 0 <= n <= BLOCKS + 1
     n = pick(n, 0, BLOCKS + 1)
-    for method in ("popleft_n", "_popleft_n"):
+    for name in ("popleft_n", "_popleft_n"):
         queue, blocks, seq = _start(state)
         if n > len(seq):
-            if method == "_popleft_n":
-                continue  # outside its precondition: the pool never calls it so
-            try:
-                harness.call(queue, method, n)
-            except PoolError:
-                _expect(queue, blocks, seq, f"a refused {method}")
-                continue
-            raise HarnessViolation(f"{method}({n}) accepted on a queue of {len(seq)}")
-        out = harness.call(queue, method, n)
+            if name == "popleft_n":
+                _must_refuse(queue, blocks, seq, name, n)
+            continue
+        out = harness.call(queue, name, n)
         if [b.block_id for b in out] != seq[:n]:
-            raise HarnessViolation(f"{method}({n}) returned {[b.block_id for b in out]}")
-        _expect(queue, blocks, seq[n:], f"{method}({n})")
+            raise HarnessViolation(f"{name}({n}) returned {[b.block_id for b in out]}")
+        _expect(queue, blocks, seq[n:], f"{name}({n})")
 
 
 def queue_remove(state: int, which: int) -> None:
@@ -126,23 +124,18 @@ def queue_remove(state: int, which: int) -> None:
     assert 0 <= state < len(QUEUES_IN_SCOPE)
     assert 1 <= which <= BLOCKS
     which = pick(which, 1, BLOCKS)
-    for method in ("remove", "_remove"):
+    for name in ("remove", "_remove"):
         queue, blocks, seq = _start(state)
         if which not in seq:
-            if method == "_remove":
-                continue  # outside its precondition
-            try:
-                harness.call(queue, method, blocks[which])
-            except PoolError:
-                _expect(queue, blocks, seq, f"a refused {method}")
-                continue
-            raise HarnessViolation(f"{method}({which}) accepted a block that is in no queue")
-        harness.call(queue, method, blocks[which])
-        _expect(queue, blocks, [b for b in seq if b != which], f"{method}({which})")
+            if name == "remove":
+                _must_refuse(queue, blocks, seq, name, blocks[which])
+            continue
+        harness.call(queue, name, blocks[which])
+        _expect(queue, blocks, [b for b in seq if b != which], f"{name}({which})")
 
 
 def _add_n(method: str, state: int, extra: int) -> None:
-    for name in (method, f"_{method}"):
+    for name in (method, f"_{method}"):  # no precondition to leave: any unqueued blocks
         queue, blocks, seq = _start(state)
         # Any ordered selection of the blocks not queued: what append_n / prepend_n may take.
         new = _choice(extra, arrangements([b for b in range(1, BLOCKS + 1) if b not in seq]))

@@ -124,10 +124,10 @@ QUEUES: dict[str, type[FreeKVCacheBlockQueue]] = {
 """The queue mutants by name (the bounded entry points of :mod:`.bounded` build these)."""
 
 POOLS: dict[str, type[BlockPool]] = {
-    "queue-append-n-reversed": _pool_with_queue(_AppendReversed, "AppendReversedPool"),
-    "queue-pop-keeps-link": _pool_with_queue(_PopKeepsLink, "PopKeepsLinkPool"),
-    "queue-prepend-miscounts": _pool_with_queue(_PrependMiscounts, "PrependMiscountsPool"),
-    "queue-remove-forgets-prev": _pool_with_queue(_RemoveForgetsPrev, "RemoveForgetsPrevPool"),
+    **{
+        name: _pool_with_queue(queue, queue.__name__.lstrip("_") + "Pool")
+        for name, queue in QUEUES.items()
+    },
     "pool-keeps-key-on-handout": KeepsKeyOnHandout,
     "pool-double-free-allowed": DoubleFreeAllowed,
     "pool-hands-out-twice-referenced": HandsOutTwiceReferenced,

@@ -21,7 +21,7 @@ from kvpool.spec.errors import (
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored
 
 from .block import KVCacheBlock
-from .bridge import abstract, check_invariants, default_watcher_id, inv_list
+from .bridge import abstract, check_invariants, default_watcher_id, inv_list, inv_list_of
 from .free_queue import FreeKVCacheBlockQueue
 from .pool import BlockPool
 
@@ -46,4 +46,5 @@ __all__ = [
     "check_invariants",
     "default_watcher_id",
     "inv_list",
+    "inv_list_of",
 ]

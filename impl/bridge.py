@@ -70,7 +70,11 @@ def abstract(
 
 def inv_list(pool: BlockPool) -> list[Violation]:
     """INV-LIST: the free queue is a well-formed doubly linked list of this pool's blocks."""
-    queue = pool.free_block_queue
+    return inv_list_of(pool.free_block_queue, pool.blocks)
+
+
+def inv_list_of(queue: FreeKVCacheBlockQueue, blocks: list[KVCacheBlock]) -> list[Violation]:
+    """INV-LIST for a queue over ``blocks`` (``blocks[i].block_id == i``), pool or none."""
     head, tail = queue.fake_free_list_head, queue.fake_free_list_tail
     out: list[Violation] = []
 
@@ -81,7 +85,7 @@ def inv_list(pool: BlockPool) -> list[Violation]:
         bad("the head sentinel has a prev link")
     if tail.next_free_block is not None:
         bad("the tail sentinel has a next link")
-    walked, reached_tail = walk_free_queue(queue, len(pool.blocks))
+    walked, reached_tail = walk_free_queue(queue, len(blocks))
     if not reached_tail:
         bad("walking next links from the head does not reach the tail (a cycle or a lost link)")
     prev: KVCacheBlock = head
@@ -89,7 +93,7 @@ def inv_list(pool: BlockPool) -> list[Violation]:
     for node in walked:
         if node.prev_free_block is not prev:
             bad(f"prev link does not mirror the next link of block {prev.block_id}", node.block_id)
-        if not 0 <= node.block_id < len(pool.blocks) or pool.blocks[node.block_id] is not node:
+        if not 0 <= node.block_id < len(blocks) or blocks[node.block_id] is not node:
             bad("a block of another pool (or no block) is linked in", node.block_id)
         on_list.add(id(node))
         prev = node
@@ -97,7 +101,7 @@ def inv_list(pool: BlockPool) -> list[Violation]:
         bad("the tail sentinel's prev link is not the last block")
     if len(walked) != queue.num_free_blocks:
         bad(f"the list holds {len(walked)} blocks but num_free_blocks is {queue.num_free_blocks}")
-    for block in pool.blocks:
+    for block in blocks:
         if id(block) not in on_list and (
             block.prev_free_block is not None or block.next_free_block is not None
         ):

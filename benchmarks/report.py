@@ -115,15 +115,18 @@ REACH_SECONDS = 120.0
 """The issue's budget: the largest (N, k) BMC proves within two minutes here."""
 
 
-BMC_LISTS = 2
-"""Block lists of at most this many entries, as in the proofs' own profiles."""
+def _bmc_lists() -> int:
+    """Block lists of at most this many entries, as `make proofs` (the default profile)."""
+    from kvpool.proofs.runner import PROFILES
+
+    return int(PROFILES["default"]["bmc"][2])
 
 
 def _bmc_row(n: int, k: int, timeout_s: float) -> tuple[bool, float, int]:
     from kvpool.proofs.runner import run_bmc
 
     start = time.perf_counter()
-    results = run_bmc(n, k, BMC_LISTS, timeout_ms=int(timeout_s * 1000))
+    results = run_bmc(n, k, _bmc_lists(), timeout_ms=int(timeout_s * 1000))
     return all(r.ok for r in results), time.perf_counter() - start, len(results)
 
 
@@ -167,8 +170,8 @@ def proofs_section(quick: bool) -> dict[str, Any]:
         per.append(f"| {r.obligation} | {r.kind} | {r.status} | {r.seconds:.2f} |")
     return {
         "markdown": "Bounded model checking of every invariant and rule, block lists of at most "
-        f"{BMC_LISTS} entries, as `make proofs` runs it "
-        f"(`kvpool.proofs.runner.run_bmc(N, k, {BMC_LISTS})`), wall time:\n\n"
+        f"{_bmc_lists()} entries, as `make proofs` runs it "
+        f"(`kvpool.proofs.runner.run_bmc(N, k, {_bmc_lists()})`), wall time:\n\n"
         + "\n".join(rows)
         + "\n\nReach: for each pool size N, the bound k raised by 2 until BMC no longer "
         f"proves everything within {REACH_SECONDS:.0f} s (z3's own timeout, so an over-budget "

@@ -60,7 +60,7 @@ def _solve(
 ) -> tuple[str, float, z3.ModelRef | None]:
     extra = [bound_n <= 8] if bound_n is not None else []
     # (the bound on refutations only keeps a counterexample small enough to decode)
-    return isolated_check([*hyp, z3.Not(goal), *extra], timeout_ms)
+    return isolated_check([*hyp, *extra], goal, timeout_ms)
 
 
 def step_goals(

@@ -1001,9 +1001,9 @@ def transition(cfg: Config, s: State, a: Args) -> tuple[State, Result]:
 
 
 def isolated_check(
-    assertions: list[z3.BoolRef], timeout_ms: int
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int
 ) -> tuple[str, float, z3.ModelRef | None]:
-    """Check ``assertions`` in a fresh z3 context: "proved" (unsat), "refuted" or "unknown".
+    """Does ``hyp`` imply ``goal``? "proved", "refuted" (with a model) or "unknown".
 
     On quantified formulas z3's answer can depend on everything the context has seen
     before (term ids order its search), so the same obligation could be proved in one
@@ -1014,7 +1014,7 @@ def isolated_check(
     ctx = z3.Context()
     sol = z3.Solver(ctx=ctx)
     sol.set("timeout", timeout_ms)
-    for a in assertions:
+    for a in [*hyp, z3.Not(goal)]:
         sol.add(a.translate(ctx))
     t0 = time.perf_counter()
     res = sol.check()

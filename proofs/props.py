@@ -21,8 +21,6 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from kvpool.spec.rules import RULES
-
 from .model import ERR, OPK, Config, Finite, Result, State, iv
 
 INV_NAMES = (
@@ -34,19 +32,6 @@ INV_NAMES = (
     "INV-EVENTS",
     "INV-CONSERVE",
 )
-
-STEP_NAMES: dict[str, str] = {
-    name: RULES[name]
-    for name in (
-        "ORD-HANDOUT",
-        "ORD-RELEASE",
-        "WATCH-FIRE",
-        "RES-CACHED",
-        "RES-RESET",
-        "RES-NUMFREE",
-    )
-}
-"""The result rules the BMC states after every step, named and worded as in the spec."""
 
 STRONG_PARTS = {
     "INV-REF": ("INV-REF",),

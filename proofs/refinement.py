@@ -193,10 +193,6 @@ class RefResult:
     info: object = None
 
 
-def _prove(hyp: list[Any], goal: Any, timeout_ms: int) -> tuple[str, float, z3.ModelRef | None]:
-    return isolated_check([*hyp, z3.Not(goal)], timeout_ms)
-
-
 def single_ops(
     bugs: frozenset[str] = frozenset(), timeout_ms: int = 30000, only: str | None = None
 ) -> list[RefResult]:
@@ -218,7 +214,7 @@ def single_ops(
     for op, (hyp, goal) in cases.items():
         if only and op != only:
             continue
-        st, dt, m = _prove(hyp, goal, timeout_ms)
+        st, dt, m = isolated_check(hyp, goal, timeout_ms)
         out.append(RefResult("REFINE", op, "whole", st, dt, m, (c, a, x)))
     return out
 
@@ -295,7 +291,7 @@ def n_block_ops(
     }
     if not only or only == "append_n":
         for step, (hyp, g) in goals.items():
-            st, dt, mdl = _prove(hyp, g, timeout_ms)
+            st, dt, mdl = isolated_check(hyp, g, timeout_ms)
             out.append(RefResult("REFINE", "append_n", step, st, dt, mdl))
 
     # prepend_n: prev = head; for b in bl: prev.next = b; b.prev = prev; prev = b
@@ -328,7 +324,7 @@ def n_block_ops(
     }
     if not only or only == "prepend_n":
         for step, (hyp, g) in goals.items():
-            st, dt, mdl = _prove(hyp, g, timeout_ms)
+            st, dt, mdl = isolated_check(hyp, g, timeout_ms)
             out.append(RefResult("REFINE", "prepend_n", step, st, dt, mdl))
 
     # popleft_n(k): node = head.next; repeat k: out.append(node); nx = node.next;
@@ -375,7 +371,7 @@ def n_block_ops(
     }
     if not only or only == "popleft_n":
         for step, (hyp, g) in goals.items():
-            st, dt, mdl = _prove(hyp, g, timeout_ms)
+            st, dt, mdl = isolated_check(hyp, g, timeout_ms)
             out.append(RefResult("REFINE", "popleft_n", step, st, dt, mdl))
     return out
 
@@ -463,7 +459,7 @@ def concrete_refute(bug: str, timeout_ms: int = 20000) -> tuple[str, float, str,
             z3.Lambda([b2], z3.If(a.pos[b2] >= 2, a.pos[b2] - 2, z3.IntVal(-1))),
         )
         goal = R(Lst(n_, p_), after)
-    st, dt, m = _prove(hyp, goal, timeout_ms)
+    st, dt, m = isolated_check(hyp, goal, timeout_ms)
     if st == "refuted" and m is not None:
         chosen = m.eval(x, model_completion=True).as_long() if op == "remove" else None
         where = f" (x = {chosen})" if chosen is not None else ""

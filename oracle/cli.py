@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -22,6 +23,15 @@ from .machine import format_outcome
 from .targets import CAPABILITIES, TargetError, resolve
 
 console = Console(stderr=False, highlight=False)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _target_option(
+    help: str = "reference | spec | vllm[==X.Y.Z] | python:module:Name | cmd:COMMAND",
+    required: bool = True,
+) -> Callable[[_F], _F]:
+    """The ``--target/-t`` option every command that runs a pool takes."""
+    return click.option("--target", "-t", "target_name", required=required, default=None, help=help)
 
 
 def _target(name: str, skip: tuple[str, ...] = ()) -> Any:
@@ -94,13 +104,7 @@ def main() -> None:
 
 
 @main.command("conform")
-@click.option(
-    "--target",
-    "-t",
-    "target_name",
-    required=True,
-    help="reference | spec | vllm[==X.Y.Z] | python:module:Name | cmd:COMMAND",
-)
+@_target_option()
 @click.option("--level", type=click.Choice(LEVELS), default="exact", show_default=True)
 @click.option("--examples", "-n", type=click.IntRange(1), default=200, show_default=True)
 @click.option(
@@ -178,13 +182,7 @@ def conform_cmd(
 
 
 @main.command("soak")
-@click.option(
-    "--target",
-    "-t",
-    "target_name",
-    required=True,
-    help="reference | spec | vllm | python:module:Name",
-)
+@_target_option("reference | spec | vllm[==X.Y.Z] | python:module:Name (no cmd:)")
 @click.option("--level", type=click.Choice(LEVELS), default="exact", show_default=True)
 @click.option("--ops", type=click.IntRange(1), default=100_000, show_default=True)
 @click.option("--blocks", type=click.IntRange(2), default=10_000, show_default=True)
@@ -227,13 +225,7 @@ def soak_cmd(
 
 @main.command("replay")
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--target",
-    "-t",
-    "target_name",
-    default=None,
-    help="the pool to run it on (default: the target the trace was recorded on)",
-)
+@_target_option("the pool to run it on (default: the target it was recorded on)", required=False)
 @click.option("--level", type=click.Choice(LEVELS), default=None)
 def replay_cmd(trace: str, target_name: str | None, level: str | None) -> None:
     """Reproduce a saved TRACE on a target; exit 1 if it still diverges."""
@@ -299,7 +291,7 @@ def vectors_check(where: str | None) -> None:
 
 
 @vectors_group.command("run")
-@click.option("--target", "-t", "target_name", required=True)
+@_target_option()
 @click.option("--dir", "where", type=click.Path(file_okay=False), default=None)
 def vectors_run(target_name: str, where: str | None) -> None:
     """Run every vector against a target (no Hypothesis)."""

@@ -58,7 +58,6 @@ class Process:
         self.command = command
         self.proc = self._start()
         self.next_id = 0
-        self.restarts = 0
         self.gone = False
         atexit.register(self.close)
 
@@ -84,7 +83,6 @@ class Process:
         self.proc = self._start()
         self.gone = False
         self.next_id = 0
-        self.restarts += 1
         self.call("hello")
         return True
 

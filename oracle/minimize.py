@@ -11,10 +11,12 @@ same trace and target give the same result.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
-from .conformance import SavedTrace, op_to_json, outcome_to_json, replay
+from kvpool.spec.ops import BlockRef
+
+from .conformance import SavedTrace, op_from_json, op_to_json, outcome_to_json, replay
 from .targets import Target
 
 
@@ -70,24 +72,19 @@ def delete_steps(saved: SavedTrace, target: Target, budget: int = 400) -> SavedT
 
 
 def _pools_named(steps: list[dict[str, Any]]) -> set[int]:
-    """Every pool a step's call names, as its ``pool`` or as the pool of a block."""
+    """Every pool a step's call names: the pool it runs on, and the pool of each block."""
     named: set[int] = set()
-
-    def walk(v: Any) -> None:
-        if isinstance(v, dict):
-            if v.get("t") == "ref" and isinstance(v.get("v"), list) and v["v"]:
-                named.add(v["v"][0])
-            for k, x in v.items():
-                if k == "pool" and type(x) is int:
-                    named.add(x)
-                walk(x)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-
     for step in steps:
-        walk(step.get("call"))
-        walk(step.get("script"))
+        call = step.get("call") or step.get("script", {}).get("call")
+        if not call:
+            continue
+        op = op_from_json(call)
+        named.add(op.pool)
+        for f in fields(op):
+            value = getattr(op, f.name)
+            for v in value if isinstance(value, tuple) else (value,):
+                if isinstance(v, BlockRef):
+                    named.add(v.pool)
     return named
 
 

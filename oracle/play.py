@@ -258,25 +258,19 @@ class Session:
         num_blocks: int = 8,
         caching: bool = True,
         events: bool = True,
-        factory: Factory | None = None,
-        target: Target | None = None,
+        target: Target | Factory | str = "reference",
     ) -> None:
-        if target is None:
-            from .targets import resolve
-
-            target = resolve("reference") if factory is None else as_target(factory)
-        self.target = target
-        self.factory: Factory = target.factory
+        self.target = as_target(target)  # a target string, a Target, or a pool class
         self.config = (num_blocks, caching, events)
         self.history: list[Op] = []
         self.world = World.single(*self.config)
-        self.driver = Driver(self.factory, [self.config])
+        self.driver = Driver(self.target.factory, [self.config])
 
     def restart(self, num_blocks: int, caching: bool, events: bool) -> None:
         self.config = (num_blocks, caching, events)
         self.history = []
         self.world = World.single(*self.config)
-        self.driver = Driver(self.factory, [self.config])
+        self.driver = Driver(self.target.factory, [self.config])
 
     @property
     def spec_state(self) -> PoolState:
@@ -302,12 +296,9 @@ class Session:
         except Exception as exc:  # the pool raised something that is no pool error
             impl = Outcome()
             differences.append(f"the pool crashed: {type(exc).__name__}: {exc}")
-        if not differences and (spec.value, spec.error, spec.fired) != (
-            impl.value,
-            impl.error,
-            impl.fired,
-        ):
-            differences.append(f"the spec returned {_outcome(spec)}, the pool {_outcome(impl)}")
+        else:
+            if (spec.value, spec.error, spec.fired) != (impl.value, impl.error, impl.fired):
+                differences.append(f"the spec returned {_outcome(spec)}, the pool {_outcome(impl)}")
         theirs = self.impl_state()
         if theirs is not None and self.spec_state.snapshot() != theirs.snapshot():
             differences.append("their states differ: spec " + self.spec_state.describe())
@@ -479,21 +470,17 @@ class Player:
 
 def _load_target(spec: str) -> Target:
     """An oracle target string, or a bare ``module:Class`` (read as ``python:module:Class``)."""
-    from .targets import TargetError, resolve
+    from .targets import TargetError, UnknownTarget, resolve
 
-    known = spec in ("reference", "spec", "vllm") or spec.startswith(("vllm==", "python:", "cmd:"))
-    if not known:
-        module, _, name = spec.partition(":")
-        if not module or not name:
-            raise UsageError(
-                f"--impl wants a target (reference, vllm, python:module:Class, cmd:COMMAND) "
-                f"or module:Class, got {spec!r}"
-            )
-        spec = f"python:{spec}"
     try:
-        return resolve(spec)
+        try:
+            return resolve(spec)
+        except UnknownTarget:
+            if ":" not in spec:
+                raise
+            return resolve(f"python:{spec}")
     except TargetError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(f"--impl: {exc}") from exc
 
 
 def _lines(stream: TextIO) -> Iterable[str]:
@@ -531,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"kvpool play: {exc}", file=sys.stderr)
         return 2
-    session = Session(args.num_blocks, not args.no_caching, not args.no_events, target=target)
+    session = Session(args.num_blocks, not args.no_caching, not args.no_events, target)
     scripted = args.script is not None or not sys.stdin.isatty()
     console = Console(
         force_terminal=True if args.color else None,

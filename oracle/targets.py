@@ -70,6 +70,10 @@ class TargetError(ValueError):
     """A target string that names nothing the oracle can build (a usage error)."""
 
 
+class UnknownTarget(TargetError):
+    """A target string of no kind the oracle knows (not a name, no known prefix)."""
+
+
 @dataclass
 class Target:
     """A buildable target: its factory, what it can do, and how to read its state."""
@@ -343,10 +347,15 @@ def resolve(spec: str, version_default: str | None = None) -> Target:
 
         return cmd_target(spec[4:])
     else:
-        raise TargetError(
+        raise UnknownTarget(
             f"unknown target {spec!r}: use reference, spec, vllm[==X.Y.Z], "
             "python:module:Name or cmd:COMMAND"
         )
+    return _probed(name, factory)
+
+
+def _probed(name: str, factory: PoolFactory) -> Target:
+    """The target ``factory`` builds, with what a probe pool shows it can do and expose."""
     probe = factory(4, True, True)
     caps = _capabilities(probe)
     reader = _state_reader(probe)
@@ -373,22 +382,4 @@ def as_target(target: Any) -> Target:
         return target
     if isinstance(target, str):
         return resolve(target)
-    factory = _python_factory(target)
-    probe = factory(4, True, True)
-    caps = _capabilities(probe)
-    reader = _state_reader(probe)
-    inv = _invariant_reader(probe)
-    if reader is not None and inv is None:
-        from kvpool.spec.invariants import check_pool
-
-        def inv(d: Any, i: int, _r: Any = reader) -> Any:
-            return check_pool(_r(d, i))
-
-    return Target(
-        getattr(target, "__name__", repr(target)),
-        factory,
-        caps,
-        reader,
-        inv,
-        describe_skips(caps, reader is not None),
-    )
+    return _probed(getattr(target, "__name__", repr(target)), _python_factory(target))

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvpool import mutants
+from kvpool.impl import BlockPool
 from kvpool.oracle.conformance import SavedTrace, conform, op_to_json, replay
 from kvpool.oracle.minimize import delete_steps
 from kvpool.oracle.pytest_plugin import as_target
-from kvpool.spec import EvictBlocks, FreeBlocks, GetNewBlocks, GetNumFreeBlocks
+from kvpool.spec import BlockRef, EvictBlocks, FreeBlocks, GetNewBlocks, GetNumFreeBlocks
 
 
 def _trace(*ops: object) -> SavedTrace:
@@ -79,3 +80,29 @@ def test_pools_no_step_names_are_dropped_and_a_named_one_is_kept() -> None:
     )
     short = delete_steps(on_two, target)
     assert len(short.pools) == 3 and replay(short, target).divergence is not None
+
+
+class _CrashesOnForeignFree(BlockPool):
+    """Raises (no pool error: a crash) when asked to free another pool's block."""
+
+    def free_blocks(self, ordered_blocks, evict_first=False):  # type: ignore[no-untyped-def]
+        blocks = list(ordered_blocks)
+        if any(b.pool is not self for b in blocks if hasattr(b, "pool")):
+            raise RuntimeError("foreign block")
+        return super().free_blocks(blocks, evict_first)
+
+
+def test_a_pool_whose_block_a_step_names_is_kept_even_for_a_crash() -> None:
+    # Dropping pool 1 here would make the driver crash differently on the same step and
+    # look like the same failure ("target crashed"): only the names guard keeps it.
+    target = as_target(_CrashesOnForeignFree)
+    trace = replace(
+        _trace(),
+        pools=[(4, True, False), (4, True, False)],
+        steps=[
+            {"call": op_to_json(GetNewBlocks(1, pool=1)), "nested": []},
+            {"call": op_to_json(FreeBlocks([BlockRef(1, 1)], pool=0)), "nested": []},
+        ],
+    )
+    assert replay(trace, target).divergence.rule == "target crashed"  # type: ignore[union-attr]
+    assert len(delete_steps(trace, target).pools) == 2

@@ -282,20 +282,28 @@ def test_the_semantics_copy_in_docs_has_a_header_and_content() -> None:
         assert name in body
 
 
-def test_the_semantics_copy_is_unedited_and_matches_the_design_text() -> None:
+def _recorded_and_actual_sha256(text: str) -> tuple[str | None, str]:
+    """The sha256 the copy's header records, and that of the text after the header."""
     import hashlib
     import re
 
-    text = (DOCS / "semantics.md").read_text(encoding="utf-8")
     recorded = re.search(r"sha256 of the text after this comment:\s*([0-9a-f]{64})", text)
+    actual = hashlib.sha256(_without_header(text).encode("utf-8")).hexdigest()
+    return (recorded.group(1) if recorded else None), actual
+
+
+def test_the_semantics_copy_is_unedited_and_matches_the_design_text() -> None:
+    text = (DOCS / "semantics.md").read_text(encoding="utf-8")
+    recorded, actual = _recorded_and_actual_sha256(text)
     assert recorded, "docs/semantics.md's header must record the sha256 of the design text"
-    copy = _without_header(text)
-    digest = hashlib.sha256(copy.encode("utf-8")).hexdigest()
-    assert digest == recorded.group(1), "docs/semantics.md was edited: it is a verbatim copy"
+    assert actual == recorded, "docs/semantics.md was edited: it is a verbatim copy"
+    # an edit of one word is seen
+    edited = _recorded_and_actual_sha256(text.replace("INV-REF", "INV-REFS", 1))
+    assert edited[0] == recorded and edited[1] != recorded
     # Beside the design folder (a developer's checkout, not a bare clone), the copy and
     # its recorded hash must also be today's design text.
     if SHARED_SEMANTICS.exists():
-        assert copy == SHARED_SEMANTICS.read_text(encoding="utf-8"), (
+        assert _without_header(text) == SHARED_SEMANTICS.read_text(encoding="utf-8"), (
             "docs/semantics.md is stale: copy shared/design/semantics.md again and record "
             "its sha256 in the header"
         )

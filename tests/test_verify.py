@@ -113,3 +113,32 @@ def test_the_golden_vectors_runner_reports_real_catalogue_results() -> None:
     assert "state differs" in check.evidence["lifo-fifo-swapped"]
     # Fixed vectors cannot see everything: the catalogue says so rather than hiding it.
     assert not all(check.caught.values())
+
+
+def test_crosshair_cells_are_as_strong_as_the_weakest_entry_point_of_the_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.contracts import runner as contracts
+    from kvpool.contracts.runner import ContractResult
+
+    def fake(statuses: dict[str, str]) -> dict[str, Cell]:
+        results = [
+            ContractResult(name, inv, status, 0.0)  # type: ignore[arg-type]
+            for name, (inv, status) in {
+                "queue_remove": (("INV-LIST",), statuses["queue"]),
+                "touch": (("INV-LIST", "INV-REF"), statuses["pool"]),
+            }.items()
+        ]
+        monkeypatch.setattr(contracts, "run", lambda *a, **k: results)
+        return verify.run_contracts("fast").cells
+
+    both = fake({"queue": "confirmed", "pool": "confirmed"})
+    assert both["INV-LIST"].status == "proved"
+    mixed = fake({"queue": "confirmed", "pool": "no counterexample within budget"})
+    assert (mixed["INV-LIST"].status, mixed["INV-LIST"].detail) == (
+        "checked",
+        "1/2 all paths (<= 3 blocks)",
+    )
+    assert mixed["INV-REF"] == Cell("checked", "no counterexample within budget")
+    broken = fake({"queue": "counterexample", "pool": "confirmed"})
+    assert broken["INV-LIST"] == Cell("failed", "queue_remove")

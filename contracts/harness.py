@@ -48,18 +48,6 @@ from .bugs import POOLS
 MUTANT = os.environ.get("KVPOOL_CONTRACTS_MUTANT", "")
 POOL: type[BlockPool] = POOLS[MUTANT] if MUTANT else BlockPool
 
-# Which invariants and rules each entry point covers (the runner reports them).
-COVERS: dict[str, tuple[str, ...]] = {
-    "get_new_blocks": ("INV-LIST", "INV-FREE", "INV-REF", "INV-NULL", "INV-CACHE", "ORD-HANDOUT"),
-    "free_blocks": ("INV-LIST", "INV-FREE", "INV-REF", "INV-NULL", "ORD-RELEASE", "ERR-ATOMIC"),
-    "touch": ("INV-LIST", "INV-FREE", "INV-REF", "INV-NULL", "ERR-ATOMIC"),
-    "unpin_blocks": ("INV-LIST", "INV-FREE", "INV-REF", "INV-NULL", "ORD-UNPIN", "ERR-ATOMIC"),
-    "cache_blocks": ("INV-CACHE", "INV-NULL", "INV-FREE", "ERR-ATOMIC"),
-    "evict_blocks": ("INV-CACHE", "INV-FREE", "INV-LIST", "ERR-ATOMIC"),
-    "reset_prefix_cache": ("INV-CACHE", "INV-FREE", "INV-WATCH"),
-    "queries": ("INV-FREE", "INV-NULL"),
-}
-
 
 class HarnessViolation(AssertionError):
     """The real pool did something its contract forbids (CrossHair reports it)."""

@@ -23,16 +23,6 @@ import z3  # type: ignore[import-untyped]
 
 from .model import ERR, OPK, Config, Finite, Result, State, iv
 
-INV_NAMES = (
-    "INV-REF",
-    "INV-FREE",
-    "INV-NULL",
-    "INV-WATCH",
-    "INV-CACHE",
-    "INV-EVENTS",
-    "INV-CONSERVE",
-)
-
 STRONG_PARTS = {
     "INV-REF": ("INV-REF",),
     "PERM": ("INV-FREE", "INV-CONSERVE"),

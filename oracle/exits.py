@@ -1,0 +1,44 @@
+"""What every ``kvpool`` subcommand's exit code means, and the exceptions behind them.
+
+This module sits at the bottom of the oracle's layers: it imports nothing of kvpool, so
+every other layer (targets, driver, search, reports, CLI) can raise or catch these.
+
+====  ==============  =====================================================================
+code  name            meaning
+====  ==============  =====================================================================
+0     CONFORMS        the check ran and found nothing (a conforming target, a clean file)
+1     VIOLATION       a finding: the target broke the contract (including a target that
+                      crashed or hung), with the shortest trace that shows it
+2     BAD_INPUT       the command line or an input file is wrong: usage, an unknown target,
+                      a file that is unreadable, malformed, or over a limit; one line, no
+                      traceback
+3     ORACLE_ERROR    the oracle itself failed: a bug in kvpool, reported with its traceback
+====  ==============  =====================================================================
+"""
+
+from __future__ import annotations
+
+CONFORMS = 0
+VIOLATION = 1
+BAD_INPUT = 2
+ORACLE_ERROR = 3
+
+
+class BadInput(Exception):
+    """The user's input (an option, a target name, a file) cannot be used; exit 2.
+
+    ``str(err)`` is the one line the CLI prints.
+    """
+
+
+class TargetHung(Exception):
+    """A call into the target did not return within its per-call timeout.
+
+    Raised by a target (``cmd:``, ``python:``) in place of the call's result; the search
+    treats it as a finding ("target hung") and shrinks it like any other.
+    """
+
+    def __init__(self, call: str, timeout: float) -> None:
+        super().__init__(f"{call} did not return within {timeout:g} s")
+        self.call = call
+        self.timeout = timeout

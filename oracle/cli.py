@@ -1,13 +1,19 @@
 """The ``kvpool`` command: check a block pool against the spec.
 
-Exit codes: 0 the target conforms (or the vectors/log match), 1 a violation was
-found, 2 a usage error (a bad option, a target that names nothing).
+Exit codes (:mod:`.exits`), the same for every subcommand: 0 the target conforms (or
+the vectors/log match), 1 a violation was found (a target that crashed or hung
+included), 2 a usage error or a bad input file (one line on stderr), 3 an error of the
+oracle itself (with its traceback); 130 when interrupted (Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,11 +22,20 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kvpool.spec.state import PoolState
+from kvpool.spec.state import PoolState, TraceError
 
-from .conformance import LEVELS, ReplayResult, SavedTrace, conform, replay
+from .conformance import LEVELS, ReplayResult, conform, replay
+from .exits import BAD_INPUT, CONFORMS, INTERRUPTED, ORACLE_ERROR, VIOLATION, BadInput
+from .files import DEFAULT_LIMITS, LOG_LIMITS, Limits, load_trace
 from .machine import format_outcome
-from .targets import CAPABILITIES, TargetError, resolve
+from .targets import (
+    CAPABILITIES,
+    DEFAULT_CALL_TIMEOUT,
+    TRUSTED,
+    TargetBroken,
+    TargetError,
+    resolve,
+)
 
 console = Console(stderr=False, highlight=False)
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -34,13 +49,51 @@ def _target_option(
     return click.option("--target", "-t", "target_name", required=required, default=None, help=help)
 
 
-def _target(name: str, skip: tuple[str, ...] = ()) -> Any:
+def _call_timeout_option() -> Callable[[_F], _F]:
+    return click.option(
+        "--call-timeout",
+        type=click.FloatRange(0, min_open=True),
+        default=DEFAULT_CALL_TIMEOUT,
+        show_default=True,
+        help="seconds one call into a python: or cmd: target may take; longer is 'target hung'",
+    )
+
+
+def _limit_options(defaults: Limits = DEFAULT_LIMITS) -> Callable[[_F], _F]:
+    """``--max-file-*``: the limits every file input is checked against (:mod:`.files`)."""
+    opts = [
+        ("--max-file-bytes", "max_bytes", "bytes of an input file"),
+        ("--max-file-blocks", "max_blocks", "blocks per pool an input file may ask for"),
+        ("--max-file-pools", "max_pools", "pools an input file may ask for"),
+        ("--max-file-steps", "max_steps", "steps (trace), records (log), lines (script)"),
+        ("--max-file-line", "max_line", "characters in one line of a log or script"),
+        ("--max-file-depth", "max_depth", "JSON nesting depth"),
+    ]
+
+    def decorate(fn: _F) -> _F:
+        for flag, attr, text in reversed(opts):
+            fn = click.option(
+                flag,
+                attr,
+                type=click.IntRange(1),
+                default=getattr(defaults, attr),
+                show_default=True,
+                help=text,
+            )(fn)
+        return fn
+
+    return decorate
+
+
+def _limits(kw: dict[str, Any]) -> Limits:
+    return Limits(**{k: kw.pop(k) for k in list(kw) if k.startswith("max_")})
+
+
+def _target(name: str, skip: tuple[str, ...] = (), call_timeout: float | None = None) -> Any:
     try:
-        target = resolve(name)
+        target = resolve(name, call_timeout=call_timeout)
     except TargetError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except Exception as exc:  # a target that cannot be built at all
-        raise click.UsageError(f"cannot build target {name!r}: {exc}") from exc
+        raise BadInput(str(exc)) from exc
     if skip:
         target.capabilities = target.capabilities - set(skip)
         target.skipped = [*target.skipped, *(f"{s}: skipped on request" for s in skip)]
@@ -98,9 +151,67 @@ def render(result: ReplayResult, title: str) -> Table:
     return table
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # the same path as Ctrl-C: every child process group is ended
+
+
+class _Kvpool(click.Group):
+    """The ``kvpool`` group: one exit code per meaning (:mod:`.exits`) for every subcommand."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        old = None
+        with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+            old = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except click.ClickException as exc:
+            exc.exit_code = BAD_INPUT  # type: ignore[misc]  # a FileError and its kind say 1, which means VIOLATION
+            raise
+        except (BadInput, TraceError) as exc:
+            click.echo(f"kvpool: {_one_line(str(exc))}", err=True)
+            ctx.exit(BAD_INPUT)
+        except TargetBroken as exc:  # found, but it raised while loaded or built: a finding
+            _end_children()
+            click.echo(exc.details, err=True)
+            click.echo(f"kvpool: VIOLATION: target crashed: {_one_line(str(exc))}", err=True)
+            ctx.exit(VIOLATION)
+        except KeyboardInterrupt:
+            _end_children()
+            click.echo("kvpool: interrupted", err=True)
+            ctx.exit(INTERRUPTED)
+        except Exception:
+            _end_children()
+            click.echo(traceback.format_exc(), err=True, nl=False)
+            click.echo(
+                "kvpool: internal error of the oracle (a bug in kvpool; the traceback is above)",
+                err=True,
+            )
+            ctx.exit(ORACLE_ERROR)
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else f"{line[:limit]}... ({len(line):,} characters)"
+
+
+def _end_children() -> None:
+    from .cmd_target import end_all
+
+    end_all()
+
+
+@click.group(cls=_Kvpool, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
-    """kvpool: a reference KV-cache block pool and a conformance oracle for other pools."""
+    """kvpool: a reference KV-cache block pool and a conformance oracle for other pools.
+
+    Exit codes: 0 conforms, 1 violation found, 2 usage or bad input, 3 oracle error,
+    130 interrupted.
+    """
 
 
 @main.command("conform")
@@ -138,6 +249,7 @@ def main() -> None:
     default=None,
     help="save the minimal failing trace as JSON in this directory",
 )
+@_call_timeout_option()
 def conform_cmd(
     target_name: str,
     level: str,
@@ -149,9 +261,12 @@ def conform_cmd(
     max_pools: int,
     json_file: str | None,
     save_trace: str | None,
+    call_timeout: float,
 ) -> None:
     """Search for the shortest trace on which TARGET parts from the spec."""
-    target = _target(target_name, skip)
+    _writable_file(json_file, "--json")
+    _writable_dir(save_trace, "--save-trace")
+    target = _target(target_name, skip, call_timeout)
     console.print(
         f"[bold]kvpool conform[/bold] {target.name} at [bold]{level}[/bold]: "
         f"{examples} examples of up to {steps} calls"
@@ -169,16 +284,51 @@ def conform_cmd(
         console.print(f"[red]VIOLATION[/red] of [bold]{report.rule}[/bold] ({report.seconds:.1f}s)")
         console.print(report.message.split("\n--- trace ---")[0])
         if report.trace is not None:
-            result = replay(report.trace, _target(target_name, skip), level, stop=False)
+            again = _target(target_name, skip, call_timeout)
+            result = replay(report.trace, again, level, stop=False)
             console.print(render(result, "minimal trace"))
     if json_file:
-        Path(json_file).write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        _write(json_file, json.dumps(report.to_json(), indent=1) + "\n", "--json")
         console.print(f"report written to {json_file}")
     if save_trace and report.trace is not None:
-        name = f"{target.name.replace(':', '_').replace('/', '_')}-{level}.json"
-        path = report.trace.save(Path(save_trace) / name)
+        name = f"{target.name.replace(':', '_').replace('/', '_')}-{level}.json"[-200:]
+        path = Path(save_trace) / name
+        _write(str(path), json.dumps(report.trace.to_json(), indent=1) + "\n", "--save-trace")
         console.print(f"trace saved to {path}  (kvpool replay {path} --target {target_name})")
-    sys.exit(0 if report.conforms else 1)
+    sys.exit(CONFORMS if report.conforms else VIOLATION)
+
+
+def _writable_file(path: str | None, option: str) -> None:
+    """Refuse, before any work, an output file that cannot be written."""
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise BadInput(f"{option} {path}: is a folder")
+    if not parent.is_dir():
+        raise BadInput(f"{option} {path}: no folder {parent}")
+    if not os.access(p if p.exists() else parent, os.W_OK):
+        raise BadInput(f"{option} {path}: not writable")
+
+
+def _writable_dir(path: str | None, option: str) -> None:
+    if path is None:
+        return
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"{option} {path}: cannot make the folder: {exc.strerror or exc}") from exc
+    if not os.access(p, os.W_OK):
+        raise BadInput(f"{option} {path}: not writable")
+
+
+def _write(path: str, text: str, option: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"{option} {path}: cannot write it: {exc.strerror or exc}") from exc
 
 
 @main.command("soak")
@@ -207,7 +357,7 @@ def soak_cmd(
     target = _target(target_name)
     why = cannot_drive(target, level)
     if why is not None:
-        raise click.UsageError(why)
+        raise BadInput(why)
     console.print(
         f"[bold]kvpool soak[/bold] {target.name} at [bold]{level}[/bold]: "
         f"{ops:,} calls on {blocks:,} blocks, seed {seed}"
@@ -217,59 +367,66 @@ def soak_cmd(
     rate = f"{result.ops:,} calls in {result.seconds:.1f}s, {result.ops_per_second:,.0f}/s"
     if result.divergence is None:
         console.print(f"[green]conforms[/green] at {level}: {rate}")
-        sys.exit(0)
+        sys.exit(CONFORMS)
     console.print(f"[red]VIOLATION[/red] {result.divergence}")
     console.print(f"({rate}; kvpool conform --target {target_name} shrinks it on a small pool)")
-    sys.exit(1)
+    sys.exit(VIOLATION)
 
 
 @main.command("replay")
-@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-@_target_option("the pool to run it on (default: the target it was recorded on)", required=False)
+@click.argument("trace", type=click.Path(dir_okay=False))
+@_target_option(
+    "the pool to run it on; a trace's own target runs only if it is reference or spec "
+    "(a file never chooses a command or module to run)",
+    required=False,
+)
 @click.option("--level", type=click.Choice(LEVELS), default=None)
-def replay_cmd(trace: str, target_name: str | None, level: str | None) -> None:
+@_call_timeout_option()
+@_limit_options()
+def replay_cmd(
+    trace: str, target_name: str | None, level: str | None, call_timeout: float, **kw: Any
+) -> None:
     """Reproduce a saved TRACE on a target; exit 1 if it still diverges."""
-    saved = _load(trace)
+    saved = load_trace(trace, _limits(kw))
     if target_name is None:
-        if not saved.target:
-            raise click.UsageError(f"{trace} does not say which target it ran on: pass --target")
+        if saved.target not in TRUSTED:
+            recorded = f"on {saved.target!r}" if saved.target else "on no named target"
+            raise BadInput(
+                f"{trace} was recorded {recorded}; a file never chooses what runs: "
+                "name the target with --target"
+            )
         target_name = saved.target
-    result = replay(saved, _target(target_name), level, stop=False)
+    result = replay(saved, _target(target_name, call_timeout=call_timeout), level, stop=False)
     console.print(render(result, f"{trace} on {target_name}"))
     _verdict(result)
 
 
 @main.command("show")
-@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-def show_cmd(trace: str) -> None:
-    """Render a saved TRACE step by step, on the spec."""
-    saved = _load(trace)
+@click.argument("trace", type=click.Path(dir_okay=False))
+@_limit_options()
+def show_cmd(trace: str, **kw: Any) -> None:
+    """Render a saved TRACE step by step, on the spec (nothing the file names is run)."""
+    saved = load_trace(trace, _limits(kw))
     if saved.violation:
         console.print(
-            f"recorded violation: [bold]{saved.violation.get('rule')}[/bold] "
-            f"on {saved.target} at {saved.level}"
+            f"recorded violation: [bold]{str(saved.violation.get('rule'))[:200]}[/bold] "
+            f"on {saved.target[:200]} at {saved.level}",
+            markup=False,
         )
     result = replay(saved, None, saved.level, stop=False)
     console.print(render(result, trace))
     for n, step in enumerate(saved.steps, 1):
         if "call" in step and step.get("observed") != step.get("expected"):
-            console.print(f"step {n}: recorded target outcome {step.get('observed')}")
-
-
-def _load(path: str) -> SavedTrace:
-    try:
-        return SavedTrace.load(path)
-    except (ValueError, KeyError, json.JSONDecodeError) as exc:
-        raise click.UsageError(f"{path}: {exc}") from exc
+            console.print(f"step {n}: recorded target outcome {step.get('observed')}", markup=False)
 
 
 def _verdict(result: ReplayResult) -> None:
     if result.divergence is None:
         console.print("[green]no divergence[/green]")
-        sys.exit(0)
+        sys.exit(CONFORMS)
     d = result.divergence
     console.print(f"[red]diverges[/red] at step {d.step}: [bold]{d.rule}[/bold]: {d.detail}")
-    sys.exit(1)
+    sys.exit(VIOLATION)
 
 
 @main.group("vectors")
@@ -279,50 +436,56 @@ def vectors_group() -> None:
 
 @vectors_group.command("check")
 @click.option("--dir", "where", type=click.Path(file_okay=False), default=None)
-def vectors_check(where: str | None) -> None:
+@_limit_options()
+def vectors_check(where: str | None, **kw: Any) -> None:
     """Confirm every vector still matches the spec."""
     from .vectors import check_vectors
 
-    bad = check_vectors(where)
+    bad = check_vectors(where, _limits(kw))
     for name, d in bad:
         console.print(f"[red]{name}[/red]: step {d.step}: {d.rule}: {d.detail}")
     console.print(f"{'[green]all vectors match[/green]' if not bad else '[red]mismatch[/red]'}")
-    sys.exit(1 if bad else 0)
+    sys.exit(VIOLATION if bad else CONFORMS)
 
 
 @vectors_group.command("run")
 @_target_option()
 @click.option("--dir", "where", type=click.Path(file_okay=False), default=None)
-def vectors_run(target_name: str, where: str | None) -> None:
+@_call_timeout_option()
+@_limit_options()
+def vectors_run(target_name: str, where: str | None, call_timeout: float, **kw: Any) -> None:
     """Run every vector against a target (no Hypothesis)."""
-    from .vectors import run_vectors
+    from .vectors import load, run_vectors
 
-    target = _target(target_name)
-    results = run_vectors(target, where)
+    limits = _limits(kw)
+    load(where, limits)  # a bad corpus is refused before the target is started
+    target = _target(target_name, call_timeout=call_timeout)
+    results = run_vectors(target, where, limits)
     failed = 0
     for name, d in results:
         if d is not None:
             failed += 1
             console.print(f"[red]{name}[/red]: step {d.step}: {d.rule}: {d.detail}")
     console.print(f"{len(results) - failed}/{len(results)} vectors pass on {target.name}")
-    sys.exit(1 if failed else 0)
+    sys.exit(VIOLATION if failed else CONFORMS)
 
 
 @main.command("check-log")
-@click.argument("log", type=click.Path(exists=True, dir_okay=False))
-def check_log_cmd(log: str) -> None:
+@click.argument("log", type=click.Path(dir_okay=False))
+@_limit_options(LOG_LIMITS)
+def check_log_cmd(log: str, **kw: Any) -> None:
     """Replay a log written by kvpool.oracle.record() against the spec."""
     from .tracelog import check_log
 
-    result = check_log(log)
+    result = check_log(log, limits=_limits(kw))
     if result.divergence is None:
         console.print(f"[green]the log conforms[/green]: {result.calls} calls")
-        sys.exit(0)
+        sys.exit(CONFORMS)
     d = result.divergence
     for line in result.context:
         console.print(f"  {line}")
     console.print(f"[red]diverges[/red] at call {d.step}: [bold]{d.rule}[/bold]: {d.detail}")
-    sys.exit(1)
+    sys.exit(VIOLATION)
 
 
 try:  # helper E's teaching aid

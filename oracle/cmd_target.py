@@ -33,9 +33,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
+import selectors
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -44,7 +48,17 @@ from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Even
 from kvpool.spec.state import PoolState
 
 from .conformance import dec, enc
-from .targets import DROP_POOL, METHODS, MULTI_POOL, Target, TargetError, describe_skips
+from .driver import HARD_EXIT_HOOKS
+from .exits import TargetHung
+from .targets import (
+    DROP_POOL,
+    METHODS,
+    MULTI_POOL,
+    Target,
+    TargetBroken,
+    TargetError,
+    describe_skips,
+)
 
 PROTOCOL = "kvpool-jsonl/1"
 
@@ -53,23 +67,60 @@ class ProtocolError(RuntimeError):
     """The external target broke the protocol (a bad reply, or it exited)."""
 
 
+MAX_REPLY = 64 * 2**20
+"""Bytes one reply line may have; a longer one is a protocol error (the target is ended)."""
+
+_LIVE: set[Process] = set()
+
+
+def end_all() -> None:
+    """End every target process group still running (Ctrl-C, SIGTERM, an oracle error)."""
+    for proc in list(_LIVE):
+        proc.close(wait=0.0)
+
+
+HARD_EXIT_HOOKS.append(end_all)
+atexit.register(end_all)
+
+
+def _cut(text: str | bytes, n: int = 200) -> str:
+    if isinstance(text, bytes):
+        text = text[: n + 1].decode("utf-8", "replace") + ("" if len(text) <= n else "...")
+    return repr(text if len(text) <= n else text[:n] + "...")
+
+
 class Process:
-    def __init__(self, command: str) -> None:
+    """The target's process, in a process group of its own, spoken to over pipes.
+
+    Each call waits at most ``timeout`` seconds for its reply (:class:`TargetHung`
+    past it; the process group is then ended and started again for the next example),
+    and reads at most :data:`MAX_REPLY` bytes. :meth:`close` ends the whole group --
+    the shell, the target and anything it started -- on every exit path.
+    """
+
+    def __init__(self, command: str, timeout: float | None = None) -> None:
         self.command = command
-        self.proc = self._start()
+        self.timeout = timeout
         self.next_id = 0
         self.gone = False
-        atexit.register(self.close)
+        self._buf = b""
+        self.proc = self._start()
+        _LIVE.add(self)
 
-    def _start(self) -> subprocess.Popen[str]:
-        return subprocess.Popen(
+    def _start(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
             self.command,
             shell=True,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
+            bufsize=0,
+            start_new_session=True,  # its own process group, ended whole by close()
         )
+        assert proc.stdout is not None and proc.stdin is not None  # PIPE was asked for
+        os.set_blocking(proc.stdout.fileno(), False)
+        os.set_blocking(proc.stdin.fileno(), False)
+        self._buf = b""
+        return proc
 
     def restart_if_gone(self) -> bool:
         """Start the command again if it exited: each example then begins on a live
@@ -81,50 +132,119 @@ class Process:
             return False
         self.close()
         self.proc = self._start()
+        _LIVE.add(self)
         self.gone = False
         self.next_id = 0
         self.call("hello")
         return True
 
+    def _deadline(self) -> float | None:
+        return None if not self.timeout else time.monotonic() + self.timeout
+
+    def _wait(self, fd: int, event: int, deadline: float | None, method: str) -> None:
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, event)
+            left = None if deadline is None else deadline - time.monotonic()
+            if (left is not None and left <= 0) or not sel.select(left):
+                self._hung(method)
+
+    def _hung(self, method: str) -> None:
+        self.gone = True
+        self.close(wait=0.0)
+        raise TargetHung(f"{self.command!r}: {method}", self.timeout or 0.0)
+
+    def _send(self, data: bytes, deadline: float | None, method: str) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        view = memoryview(data)
+        while view:
+            self._wait(stdin.fileno(), selectors.EVENT_WRITE, deadline, method)
+            try:
+                n = os.write(stdin.fileno(), view)
+            except BlockingIOError:
+                continue
+            view = view[n:]
+
+    def _read_line(self, deadline: float | None, method: str) -> bytes:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        buf = bytearray(self._buf)
+        end = buf.find(b"\n")
+        while end < 0:
+            if len(buf) > MAX_REPLY:
+                self._buf = bytes(buf[:1000])
+                self.gone = True
+                self.close(wait=0.0)
+                raise ProtocolError(
+                    f"{self.command!r}: the reply to {method} is over {MAX_REPLY:,} bytes "
+                    f"(it starts {_cut(self._buf)})"
+                )
+            self._wait(stdout.fileno(), selectors.EVENT_READ, deadline, method)
+            try:
+                chunk = os.read(stdout.fileno(), 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return b""
+            found = chunk.find(b"\n")
+            if found >= 0:
+                end = len(buf) + found
+            buf += chunk
+        line, self._buf = bytes(buf[: end + 1]), bytes(buf[end + 1 :])
+        return line
+
     def call(self, method: str, **params: Any) -> tuple[Any, list[list[int]]]:
         self.next_id += 1
         line = json.dumps({"id": self.next_id, "method": method, "params": params})
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        deadline = self._deadline()
         try:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-            reply_line = self.proc.stdout.readline()
+            self._send(line.encode() + b"\n", deadline, method)
+            reply_line = self._read_line(deadline, method)
         except (BrokenPipeError, OSError) as exc:
             self.gone = True
             raise ProtocolError(f"{self.command!r} is gone: {exc}") from exc
         if not reply_line:
             self.gone = True
             raise ProtocolError(f"{self.command!r} exited (no reply to {method})")
-        reply = json.loads(reply_line)
+        try:
+            reply = json.loads(reply_line)
+        except ValueError as exc:
+            raise ProtocolError(f"not a JSON reply to {method}: {_cut(reply_line)}") from exc
+        if not isinstance(reply, dict):
+            raise ProtocolError(f"not a reply object for {method}: {_cut(reply_line)}")
         if reply.get("id") != self.next_id:
-            raise ProtocolError(f"reply id {reply.get('id')} for request {self.next_id}")
+            raise ProtocolError(
+                f"reply id {_cut(repr(reply.get('id')))} for request {self.next_id}"
+            )
         fired = reply.get("fired", [])
         if "error" in reply:
-            kind = reply["error"].get("kind")
-            if kind not in ErrorKind._value2member_map_:
-                raise ProtocolError(f"unknown error kind {kind!r}")
-            err = ERROR_CLASSES[ErrorKind(kind)](reply["error"].get("message", ""))
+            error = reply["error"] if isinstance(reply["error"], dict) else {}
+            kind = error.get("kind")
+            if not isinstance(kind, str) or kind not in ErrorKind._value2member_map_:
+                raise ProtocolError(f"unknown error kind {_cut(repr(kind))}")
+            err = ERROR_CLASSES[ErrorKind(kind)](str(error.get("message", ""))[:500])
             err.fired = fired  # type: ignore[attr-defined]
             raise err
         return reply.get("result"), fired
 
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()  # type: ignore[union-attr]
-                self.proc.wait(timeout=5)
-            except Exception:
-                self.proc.kill()
-                self.proc.wait()
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None and not pipe.closed:
-                with contextlib.suppress(OSError):  # its other end died with unread data
-                    pipe.close()
+    def close(self, wait: float = 2.0) -> None:
+        """End the target: close its input, give it ``wait`` seconds to exit, then end
+        its whole process group (SIGKILL), whatever it did with end-of-input."""
+        _LIVE.discard(self)
+        proc = self.proc
+        if proc.stdin is not None and not proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        if wait and proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=wait)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the group: the shell, the target, its children
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        if proc.stdout is not None and not proc.stdout.closed:
+            with contextlib.suppress(OSError):  # its other end died with unread data
+                proc.stdout.close()
 
 
 class CmdBlock:
@@ -262,18 +382,32 @@ class _Unraisable:
         self.err_msg, self.object = "Exception ignored in a reuse watcher", obj
 
 
-def cmd_target(command: str) -> Target:
+def cmd_target(command: str, call_timeout: float | None = None) -> Target:
+    """The target ``cmd:COMMAND``: ``command`` run through the shell in its own process
+    group, each call bounded by ``call_timeout`` seconds."""
     if not command.strip():
         raise TargetError("cmd: needs a command")
+    process: Process | None = None
     try:
         shlex.split(command)
-        process = Process(command)
+        process = Process(command, call_timeout)
         hello, _ = process.call("hello")
+    except TargetHung as exc:  # it started, but does not answer: a finding
+        if process is not None:
+            process.close(wait=0.0)
+        raise TargetBroken(f"target hung: {exc}", exc) from exc
     except (OSError, ProtocolError, ValueError) as exc:
-        raise TargetError(f"cannot start {command!r}: {exc}") from exc
+        if process is not None:
+            process.close(wait=0.0)
+        raise TargetError(f"cannot start {_cut(command)}: {exc}") from exc
     if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL:
-        raise TargetError(f"{command!r} does not speak {PROTOCOL}: {hello!r}")
-    declared = set(hello.get("capabilities", []))
+        process.close(wait=0.0)
+        raise TargetError(f"{_cut(command)} does not speak {PROTOCOL}: {_cut(repr(hello))}")
+    raw_caps = hello.get("capabilities", [])
+    declared = {c for c in raw_caps if isinstance(c, str)} if isinstance(raw_caps, list) else set()
+    if not declared & set(METHODS):
+        process.close(wait=0.0)
+        raise TargetError(f"{_cut(command)} declares none of the pool methods in its hello")
     caps = {c for c in declared if c in METHODS or c == "evict_first"} | {MULTI_POOL}
     has_state = "state" in declared
     registry: dict[int, CmdPool] = {}

@@ -15,8 +15,12 @@ is a sequential history.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +45,76 @@ from kvpool.spec.ops import (
     UnpinBlocks,
 )
 
+from .exits import VIOLATION, TargetHung
+
 PoolFactory = Callable[[int, bool, bool], Any]
-"""``factory(num_blocks, enable_caching, enable_kv_cache_events) -> pool``."""
+"""``factory(num_blocks, enable_caching, enable_kv_cache_events) -> pool``.
+
+A factory may carry ``kvpool_call_timeout`` (seconds): every call the :class:`Driver`
+makes on its pools then runs under :func:`call_guard`."""
+
+
+# -- a per-call timeout for in-process (python:) targets ------------------------------------
+
+
+class _Alarm(BaseException):
+    """Raised into the target's code by SIGALRM; a BaseException, so that a target's
+    ``except Exception`` does not swallow it. Becomes :class:`TargetHung` at the call."""
+
+
+HARD_EXIT_HOOKS: list[Callable[[], None]] = []
+"""Run before the watchdog ends the process (each ends child processes it knows of)."""
+
+
+def _hard_exit(call: str, timeout: float) -> None:  # pragma: no cover - ends the process
+    for hook in HARD_EXIT_HOOKS:
+        with contextlib.suppress(Exception):
+            hook()
+    sys.stderr.write(
+        f"kvpool: target hung: {call} did not return within {timeout:g} s and could not be "
+        "interrupted (a call that does not return to Python); ending the oracle\n"
+    )
+    sys.stderr.flush()
+    os._exit(VIOLATION)
+
+
+@contextlib.contextmanager
+def call_guard(timeout: float | None, call: str) -> Iterator[None]:
+    """Run the body with a deadline of ``timeout`` seconds; past it, :class:`TargetHung`.
+
+    In-process, on the main thread: SIGALRM interrupts the target's Python code (and any
+    system call that returns EINTR), re-firing every ``timeout`` seconds in case the
+    target catches it. A call stuck where no signal reaches it (a C loop that never
+    returns to Python) is ended by a watchdog thread after twice the timeout: it runs
+    :data:`HARD_EXIT_HOOKS` and exits the process with code 1 (a hang is a finding).
+    No timeout, or not on the main thread (where signals cannot be used): no guard.
+    """
+    if (
+        not timeout
+        or threading.current_thread() is not threading.main_thread()
+        or not hasattr(signal, "setitimer")
+    ):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _Alarm
+
+    watchdog = threading.Timer(2 * timeout + 1, _hard_exit, (call, timeout))
+    watchdog.daemon = True
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout, timeout)
+            watchdog.start()
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            watchdog.cancel()
+            signal.signal(signal.SIGALRM, old)
+    except _Alarm:
+        raise TargetHung(call, timeout) from None
+
 
 _KINDS = {k.value: k for k in ErrorKind}
 
@@ -92,6 +164,7 @@ class Driver:
 
     def __init__(self, factory: PoolFactory, configs: list[tuple[int, bool, bool]]) -> None:
         self.factory = factory
+        self.timeout: float | None = getattr(factory, "kvpool_call_timeout", None)
         self.pools: list[Any | None] = []
         self._blocks: list[list[Any]] = []
         self._ref_of: dict[int, BlockRef] = {}
@@ -107,7 +180,8 @@ class Driver:
     # -- naming ----------------------------------------------------------------------
 
     def add_pool(self, num_blocks: int, caching: bool, events: bool) -> int:
-        pool = self.factory(num_blocks, caching, events)
+        with call_guard(self.timeout, f"building a pool of {num_blocks} blocks"):
+            pool = self.factory(num_blocks, caching, events)
         index = len(self.pools)
         self.pools.append(pool)
         blocks = list(pool.blocks)
@@ -154,7 +228,8 @@ class Driver:
         old_hook = sys.unraisablehook
         sys.unraisablehook = self._on_unraisable
         try:
-            return self._execute(op)
+            with call_guard(self.timeout, repr(op)):
+                return self._execute(op)
         finally:
             sys.unraisablehook = old_hook
 

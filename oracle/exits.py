@@ -42,3 +42,8 @@ class TargetHung(Exception):
         super().__init__(f"{call} did not return within {timeout:g} s")
         self.call = call
         self.timeout = timeout
+
+
+INTERRUPTED = 130
+"""Interrupted by Ctrl-C (SIGINT) or SIGTERM, after every child process group is ended
+(the shell's convention, 128 + SIGINT)."""

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import sys
+import traceback
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,7 +52,7 @@ from kvpool.spec.ops import (
 )
 from kvpool.spec.state import PoolState, World
 
-from .driver import CALLS, Driver, PoolFactory
+from .driver import CALLS, Driver, PoolFactory, call_guard
 
 METHODS: dict[str, str] = {cls.__name__: call[0] for cls, call in CALLS.items()}
 """Capability (an op class name) -> the pool method it needs."""
@@ -72,6 +74,25 @@ class TargetError(ValueError):
 
 class UnknownTarget(TargetError):
     """A target string of no kind the oracle knows (not a name, no known prefix)."""
+
+
+class TargetBroken(Exception):
+    """The named target exists but raised while being loaded or built: a finding about the
+    target (exit 1), reported with the target's own traceback (:attr:`details`)."""
+
+    def __init__(self, message: str, cause: BaseException) -> None:
+        super().__init__(message)
+        self.details = "".join(traceback.format_exception(cause)).rstrip()
+
+
+TRUSTED = ("reference", "spec")
+"""Targets that are part of kvpool: the only ones ``kvpool replay`` runs without
+``--target`` when a trace names them (a file never chooses a command or module)."""
+
+DEFAULT_CALL_TIMEOUT = 10.0
+"""Seconds one call into a ``python:`` or ``cmd:`` target may take (``--call-timeout``)."""
+
+_VERSION = re.compile(r"[0-9]+(\.[0-9]+)*([.+-]?[A-Za-z0-9]+)*")
 
 
 @dataclass
@@ -315,8 +336,16 @@ def describe_skips(caps: frozenset[str], state: bool) -> list[str]:
     return out
 
 
-def resolve(spec: str, version_default: str | None = None) -> Target:
-    """Build the :class:`Target` a target string names (:class:`TargetError` if none)."""
+def resolve(
+    spec: str, version_default: str | None = None, call_timeout: float | None = None
+) -> Target:
+    """Build the :class:`Target` a target string names (:class:`TargetError` if none).
+
+    ``call_timeout`` bounds each call into a ``python:`` or ``cmd:`` target (a call that
+    takes longer raises :class:`~.exits.TargetHung`). A target that is found but raises
+    while it is imported or builds its first pool is :class:`TargetBroken`.
+    """
+    timeout = None
     if spec == "reference":
         from kvpool.impl import BlockPool
 
@@ -325,41 +354,99 @@ def resolve(spec: str, version_default: str | None = None) -> Target:
     elif spec == "spec":
         factory, name = spec_factory(), "spec"
     elif spec == "vllm" or spec.startswith("vllm=="):
-        from .vllm_target import DEFAULT_VLLM_VERSION, vllm_factory
+        from .vllm_target import DEFAULT_VLLM_VERSION, VllmUnavailable, vllm_factory
 
         version = spec.partition("==")[2] or version_default or DEFAULT_VLLM_VERSION
-        factory, name = vllm_factory(version), f"vllm=={version}"
+        if not _VERSION.fullmatch(version):
+            raise TargetError(f"{spec!r}: {version!r} is not a release number")
+        try:
+            factory, name = vllm_factory(version), f"vllm=={version}"
+        except VllmUnavailable as exc:
+            text = str(exc)
+            if "No matching distribution" in text or "Could not find a version" in text:
+                raise TargetError(f"no vLLM release {version} on the package index") from exc
+            raise  # a release that exists but that the oracle cannot load: an oracle error
     elif spec.startswith("python:"):
         parts = spec.split(":")
         if len(parts) != 3 or not parts[1] or not parts[2]:
             raise TargetError(f"expected python:module:Name, got {spec!r}")
-        try:
-            obj: Any = importlib.import_module(parts[1])
-        except ImportError as exc:
-            raise TargetError(f"cannot import {parts[1]!r}: {exc}") from exc
+        obj: Any = _import(parts[1])
         for attr in parts[2].split("."):
             if not hasattr(obj, attr):
                 raise TargetError(f"{parts[1]} has no {parts[2]!r}")
             obj = getattr(obj, attr)
-        factory, name = _python_factory(obj), spec
+        factory, name, timeout = _python_factory(obj), spec, call_timeout
     elif spec.startswith("cmd:"):
         from .cmd_target import cmd_target
 
-        return cmd_target(spec[4:])
+        return cmd_target(spec[4:], call_timeout)
     else:
         raise UnknownTarget(
             f"unknown target {spec!r}: use reference, spec, vllm[==X.Y.Z], "
             "python:module:Name or cmd:COMMAND"
         )
-    return _probed(name, factory)
+    return _probed(name, factory, timeout)
 
 
-def _probed(name: str, factory: PoolFactory) -> Target:
-    """The target ``factory`` builds, with what a probe pool shows it can do and expose."""
-    probe = factory(4, True, True)
+def _import(module: str) -> Any:
+    """The module a ``python:`` target names: a wrong name is a :class:`TargetError`, a
+    module that exists but raises while it is imported is :class:`TargetBroken`."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module == missing or module.startswith(missing + ".")):
+            raise TargetError(f"cannot import {module!r}: no module named {missing!r}") from exc
+        raise TargetBroken(
+            f"importing {module!r} failed: {type(exc).__name__}: {exc}", exc
+        ) from exc
+    except (ValueError, TypeError) as exc:  # an empty or relative module name
+        raise TargetError(f"cannot import {module!r}: {exc}") from exc
+    except Exception as exc:
+        raise TargetBroken(
+            f"importing {module!r} failed: {type(exc).__name__}: {exc}", exc
+        ) from exc
+
+
+def _guarded(fn: Callable[[Driver, int], Any] | None, timeout: float | None, what: str) -> Any:
+    if fn is None or not timeout:
+        return fn
+
+    def guarded(d: Driver, i: int) -> Any:
+        with call_guard(timeout, f"{what} of pool {i}"):
+            return fn(d, i)
+
+    return guarded
+
+
+def _probed(name: str, factory: PoolFactory, timeout: float | None = None) -> Target:
+    """The target ``factory`` builds, with what a probe pool shows it can do and expose.
+
+    ``timeout``: every call into the target's pools is bounded (:func:`.driver.call_guard`).
+    """
+    if timeout:
+        inner = factory
+
+        def timed(n: int, caching: bool, events: bool) -> Any:
+            return inner(n, caching, events)
+
+        timed.kvpool_call_timeout = timeout  # type: ignore[attr-defined]
+        timed.__name__ = getattr(inner, "__name__", "factory")
+        factory = timed
+    try:
+        with call_guard(timeout, "building a pool of 4 blocks"):
+            probe = factory(4, True, True)
+    except Exception as exc:  # TargetHung included
+        why = f"{name}: building a pool of 4 blocks failed: {type(exc).__name__}: {exc}"
+        raise TargetBroken(why, exc) from exc
     caps = _capabilities(probe)
-    reader = _state_reader(probe)
-    inv = _invariant_reader(probe)
+    if not caps & set(METHODS):
+        raise TargetError(
+            f"{name}: {type(probe).__name__} has none of the pool methods "
+            f"({', '.join(sorted(set(METHODS.values())))})"
+        )
+    reader = _guarded(_state_reader(probe), timeout, "reading the state")
+    inv = _guarded(_invariant_reader(probe), timeout, "checking the invariants")
     if reader is not None and inv is None:
 
         def inv(d: Driver, i: int, _r: Any = reader) -> list[Violation]:

@@ -67,6 +67,8 @@ from kvpool.spec.state import World
 
 from .conformance import Divergence, op_from_json, op_to_json, outcome_from_json, outcome_to_json
 from .driver import error_kind_of
+from .exits import BadInput
+from .files import LOG_LIMITS, Limits, check_blocks, check_op, check_outcome, parse_json, read_lines
 from .vllm_target import spec_event
 
 LOG_SCHEMA = "kvpool-log/2"
@@ -370,19 +372,54 @@ class LogCheck:
     context: list[str] = field(default_factory=list)
 
 
-def check_log(path: str | Path, context: int = 6) -> LogCheck:
-    """Replay a recorded log on the spec; the first divergence and the calls before it."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+def _log_record(line: str, limits: Limits, where: str) -> dict[str, Any]:
+    rec = parse_json(line, limits, where)
+    if not isinstance(rec, dict):
+        raise BadInput(f"{where}: a record must be a JSON object")
+    if "unmodelled" in rec:
+        if not isinstance(rec["unmodelled"], str):
+            raise BadInput(f"{where}: 'unmodelled' must name a method")
+        return rec
+    if "lookup" in rec:
+        keys = rec["lookup"]
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise BadInput(f"{where}: 'lookup' must be a list of keys")
+    elif "call" in rec:
+        check_op(rec["call"], 1, where)
+    else:
+        raise BadInput(f"{where}: a record has 'call', 'lookup' or 'unmodelled'")
+    if not isinstance(rec.get("observed"), dict):
+        raise BadInput(f"{where}: a record needs its 'observed' outcome")
+    check_outcome(rec["observed"], where)
+    crashed = rec.get("crashed")
+    if crashed is not None and not isinstance(crashed, str):
+        raise BadInput(f"{where}: 'crashed' must be an exception name")
+    return rec
+
+
+def check_log(path: str | Path, context: int = 6, limits: Limits = LOG_LIMITS) -> LogCheck:
+    """Replay a recorded log on the spec; the first divergence and the calls before it.
+
+    The log is checked against ``limits`` (size, lines, line length, nesting, the pool's
+    size), and each record's shape as it is read: :class:`~.exits.BadInput` for a log
+    that is not one.
+    """
+    lines = read_lines(path, limits, "log")
     if not lines:
-        raise ValueError(f"{path}: empty log")
-    header = json.loads(lines[0])
-    if header.get("schema") not in READS:
-        raise ValueError(f"{path}: not a kvpool log (schema {header.get('schema')!r})")
-    world = World.single(int(header["num_blocks"]), bool(header["caching"]), bool(header["events"]))
+        raise BadInput(f"{path}: empty log")
+    header = parse_json(lines[0], limits, f"{path}:1")
+    if not isinstance(header, dict) or header.get("schema") not in READS:
+        schema = header.get("schema") if isinstance(header, dict) else None
+        raise BadInput(f"{path}: not a kvpool log (schema {str(schema)[:60]!r})")
+    caching, events = header.get("caching"), header.get("events")
+    if not isinstance(caching, bool) or not isinstance(events, bool):
+        raise BadInput(f"{path}:1: the header's 'caching' and 'events' must be true or false")
+    num_blocks, _, _ = check_blocks(header.get("num_blocks"), limits, f"{path}:1")
+    world = World.single(num_blocks, caching, events)
     recent: list[str] = []
     n = 0
     for n, line in enumerate(lines[1:], 1):
-        rec = json.loads(line)
+        rec = _log_record(line, limits, f"{path}:{n + 1}")
         if "unmodelled" in rec:
             detail = f"{rec['unmodelled']} is not modelled by the spec; the log stops being checked"
             return LogCheck(n, Divergence(n, "unmodelled call", detail), recent)
@@ -400,7 +437,8 @@ def check_log(path: str | Path, context: int = 6) -> LogCheck:
         )
         recent = recent[-context:]
         problem: tuple[str, str] | None = None
-        assert observed is not None
+        if observed is None:  # pragma: no cover - _log_record requires it
+            raise BadInput(f"{path}:{n + 1}: no 'observed' outcome")
         if rec.get("crashed"):
             problem = ("target crashed", f"{op!r} raised {rec['crashed']}")
         elif expected.error != observed.error:

@@ -31,11 +31,16 @@ from .conformance import (
     run_settings,
     trace_to_saved,
 )
+from .exits import BadInput
+from .files import DEFAULT_LIMITS, Limits, load_trace, read_json
 from .targets import Target, resolve
 
 VECTOR_SCHEMA = "kvpool-vectors/1"
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DIR = ROOT / "vectors" / "golden"
+PACKAGE = Path(__file__).parent.parent
+"""The ``kvpool`` package folder: in a checkout, its subfolders link to the repository's
+top-level ones (``kvpool/vectors`` -> ``vectors/``); in an installed wheel they are real."""
+ROOT = PACKAGE
+DEFAULT_DIR = PACKAGE / "vectors" / "golden"
 SPEC_FILES = ("state.py", "events.py")
 """The spec modules whose branches the corpus must cover (the operations and events)."""
 
@@ -44,18 +49,37 @@ def _dir(where: str | Path | None) -> Path:
     return Path(where) if where else DEFAULT_DIR
 
 
-def load(where: str | Path | None = None) -> list[tuple[str, SavedTrace]]:
+def load(
+    where: str | Path | None = None, limits: Limits = DEFAULT_LIMITS
+) -> list[tuple[str, SavedTrace]]:
+    """Every vector of the corpus in ``where``, each file checked as a trace
+    (:class:`~.exits.BadInput` for an index or a vector that is not one)."""
     d = _dir(where)
-    index = json.loads((d / "index.json").read_text(encoding="utf-8"))
-    if index.get("schema") != VECTOR_SCHEMA:
-        raise ValueError(f"{d}: not a {VECTOR_SCHEMA} corpus")
-    return [(name, SavedTrace.load(d / name)) for name in index["vectors"]]
+    if not d.is_dir():
+        raise BadInput(f"{d}: no such folder of golden vectors")
+    index = read_json(d / "index.json", limits, "vector index")
+    if not isinstance(index, dict) or index.get("schema") != VECTOR_SCHEMA:
+        raise BadInput(f"{d / 'index.json'}: not a {VECTOR_SCHEMA} index")
+    names = index.get("vectors")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise BadInput(f"{d / 'index.json'}: 'vectors' must be a list of file names")
+    if len(names) > limits.max_steps:
+        raise BadInput(
+            f"{d / 'index.json'}: {len(names):,} vectors, over the limit of "
+            f"{limits.max_steps:,} (raise it with --max-file-steps)"
+        )
+    for name in names:  # a name is a file in this folder, never a path elsewhere
+        if not name or name != Path(name).name or name in (".", ".."):
+            raise BadInput(f"{d / 'index.json'}: {name!r} is not a file name in {d}")
+    return [(name, load_trace(d / name, limits)) for name in names]
 
 
-def check_vectors(where: str | Path | None = None) -> list[tuple[str, Divergence]]:
+def check_vectors(
+    where: str | Path | None = None, limits: Limits = DEFAULT_LIMITS
+) -> list[tuple[str, Divergence]]:
     """The vectors whose recorded results the spec no longer gives."""
     bad = []
-    for name, saved in load(where):
+    for name, saved in load(where, limits):
         result = replay(saved, None, saved.level)
         if result.divergence is not None:
             bad.append((name, result.divergence))
@@ -63,13 +87,13 @@ def check_vectors(where: str | Path | None = None) -> list[tuple[str, Divergence
 
 
 def run_vectors(
-    target: Target, where: str | Path | None = None
+    target: Target, where: str | Path | None = None, limits: Limits = DEFAULT_LIMITS
 ) -> list[tuple[str, Divergence | None]]:
-    return [(n, replay(s, target, s.level).divergence) for n, s in load(where)]
+    return [(n, replay(s, target, s.level).divergence) for n, s in load(where, limits)]
 
 
 def _spec_paths() -> list[str]:
-    spec = ROOT / "spec"
+    spec = PACKAGE / "spec"
     return [str((spec / f).resolve()) for f in SPEC_FILES]
 
 

@@ -100,6 +100,7 @@ from kvpool.spec.ops import (
 from kvpool.spec.state import NULL_BLOCK, PoolState, World
 
 from .driver import Driver, PoolFactory, WatcherAction
+from .exits import TargetHung
 
 ALL_OPS: frozenset[str] = frozenset(cls.__name__ for cls in OP_CLASSES)
 """Every op class name of the semantics: the default ``capabilities``."""
@@ -417,6 +418,9 @@ class _Lockstep(RuleBasedStateMachine):
         expected = self.world.apply(op)
         try:
             observed = driver.execute(op)
+        except TargetHung as exc:  # past the per-call timeout: a finding, shrunk like any
+            self.trace.steps.append(TraceStep(op, expected, None))
+            self.fail("target hung", f"{op!r}: {exc}")
         except Exception as exc:  # the target raised something that is no pool error
             self.trace.steps.append(TraceStep(op, expected, None))
             self.fail("target crashed", f"{op!r}: {type(exc).__name__}: {exc}")

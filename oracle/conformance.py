@@ -29,6 +29,7 @@ from kvpool.spec.ops import OP_CLASSES, BlockRef, Firing, FreeBlocks, GetNewBloc
 from kvpool.spec.state import PoolState, World
 
 from .driver import Driver, WatcherAction
+from .exits import TargetHung
 from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine, state_diff
 from .targets import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
 
@@ -377,6 +378,8 @@ def conform(
         rule, message = failure.rule, str(failure)
     except Flaky as exc:
         rule, message = "flaky", f"the target does not behave the same on the same calls: {exc}"
+    except TargetHung as exc:  # a state read past the per-call timeout
+        rule, message = "target hung", str(exc)
     except Exception as exc:  # the target broke the machine itself
         rule, message = "target crashed", f"{type(exc).__name__}: {exc}"
     seconds = time.perf_counter() - start
@@ -500,6 +503,9 @@ def replay(
         else:
             try:
                 observed = driver.execute(op)
+            except TargetHung as exc:
+                observed = None
+                problem = ("target hung", f"{op!r}: {exc}")
             except Exception as exc:
                 observed = None
                 problem = ("target crashed", f"{op!r}: {type(exc).__name__}: {exc}")

@@ -151,7 +151,7 @@ class Process:
     def _hung(self, method: str) -> None:
         self.gone = True
         self.close(wait=0.0)
-        raise TargetHung(f"{self.command!r}: {method}", self.timeout or 0.0)
+        raise TargetHung(f"{_cut(self.command)} (its reply to {method})", self.timeout or 0.0)
 
     def _send(self, data: bytes, deadline: float | None, method: str) -> None:
         stdin = self.proc.stdin

@@ -228,7 +228,7 @@ class Driver:
         old_hook = sys.unraisablehook
         sys.unraisablehook = self._on_unraisable
         try:
-            with call_guard(self.timeout, repr(op)):
+            with call_guard(self.timeout, "the call"):
                 return self._execute(op)
         finally:
             sys.unraisablehook = old_hook

@@ -48,6 +48,8 @@ from kvpool.spec.ops import (
 from kvpool.spec.state import NULL_BLOCK, PoolState, World
 
 from .driver import Driver
+from .exits import BAD_INPUT, BadInput
+from .files import DEFAULT_LIMITS, Limits, read_lines
 from .render import text_in_use
 from .targets import Target, as_target
 
@@ -488,6 +490,41 @@ def _lines(stream: TextIO) -> Iterable[str]:
         yield raw.rstrip("\n")
 
 
+def check_script(lines: list[str], where: str, limits: Limits) -> None:
+    """Refuse a script with a line that is no command (:class:`~.exits.BadInput`, naming
+    the line) before any of it runs; ``new N`` may ask for at most ``limits.max_blocks``."""
+    for n, line in enumerate(lines, 1):
+        try:
+            parsed = parse(line)
+            if parsed == "new":
+                words = shlex.split(line)[1:]
+                if (words and not words[0].isdigit()) or any(
+                    w not in ("nocache", "noevents") for w in words[1:]
+                ):
+                    raise UsageError("usage: new N [nocache] [noevents]")
+                if words and not 1 <= int(words[0]) <= limits.max_blocks:
+                    raise UsageError(
+                        f"new {words[0]}: a pool of 1 to {limits.max_blocks:,} blocks "
+                        "(raise it with --max-file-blocks)"
+                    )
+        except (UsageError, ValueError) as exc:
+            raise BadInput(f"{where}:{n}: {str(exc)[:300]}") from exc
+
+
+def _script_lines(path: str, limits: Limits) -> list[str]:
+    if path != "-":
+        return read_lines(path, limits, "play script")
+    raw = sys.stdin.read(limits.max_bytes + 1)
+    if len(raw) > limits.max_bytes:
+        raise BadInput(f"stdin: over the limit of {limits.max_bytes:,} bytes (--max-file-bytes)")
+    tmp_lines = raw.splitlines()
+    if len(tmp_lines) > limits.max_steps or any(len(x) > limits.max_line for x in tmp_lines):
+        raise BadInput(
+            "stdin: too many lines, or a line too long (--max-file-steps, --max-file-line)"
+        )
+    return tmp_lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kvpool play",
@@ -510,16 +547,35 @@ def main(argv: list[str] | None = None) -> int:
         "--compact", action="store_true", help="draw the pool in two lines instead of a table"
     )
     parser.add_argument("--color", action="store_true", help="colour even when not a terminal")
+    for flag, attr in (
+        ("--max-file-bytes", "max_bytes"),
+        ("--max-file-steps", "max_steps"),
+        ("--max-file-line", "max_line"),
+        ("--max-file-blocks", "max_blocks"),
+    ):
+        default = getattr(DEFAULT_LIMITS, attr)
+        parser.add_argument(flag, dest=attr, type=int, default=default, help=f"(default {default})")
     args = parser.parse_args(argv)
+    limits = Limits(
+        max_bytes=args.max_bytes,
+        max_steps=args.max_steps,
+        max_line=args.max_line,
+        max_blocks=args.max_blocks,
+    )
+    scripted = args.script is not None or not sys.stdin.isatty()
+    script: list[str] | None = None
     try:
         if args.num_blocks < 1:
             raise UsageError("--num-blocks must be >= 1")
+        if scripted:  # the whole script is read and checked before anything runs
+            where = "stdin" if args.script in (None, "-") else args.script
+            script = _script_lines(args.script or "-", limits)
+            check_script(script, where, limits)
         target = _load_target(args.impl)
-    except UsageError as exc:
+    except (UsageError, BadInput) as exc:
         print(f"kvpool play: {exc}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     session = Session(args.num_blocks, not args.no_caching, not args.no_events, target)
-    scripted = args.script is not None or not sys.stdin.isatty()
     console = Console(
         force_terminal=True if args.color else None,
         no_color=not args.color and scripted,
@@ -534,21 +590,13 @@ def main(argv: list[str] | None = None) -> int:
         note = "it exposes no state: results are compared, the drawing is the spec's"
         console.print(Text(note, style="dim"))
     player.draw()
-    if scripted:
-        with contextlib.ExitStack() as stack:
-            stream: TextIO = sys.stdin
-            if args.script not in (None, "-"):
-                try:
-                    stream = stack.enter_context(open(args.script, encoding="utf-8"))
-                except OSError as exc:
-                    print(f"kvpool play: {exc}", file=sys.stderr)
-                    return 2
-            for line in _lines(stream):
-                if not line.strip() or line.lstrip().startswith("#"):
-                    continue
-                console.print(Text(f"> {line.strip()}", style="bold"))
-                if not player.command(line):
-                    break
+    if script is not None:
+        for line in script:
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            console.print(Text(f"> {line.strip()}", style="bold"))
+            if not player.command(line):
+                break
     else:
         with contextlib.suppress(ImportError):  # line editing and history for input()
             import readline  # noqa: F401

@@ -381,7 +381,7 @@ def soak_cmd(
 
 
 @main.command("replay")
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace", type=click.Path())
 @_target_option(
     "the pool to run it on; a trace's own target runs only if it is reference or spec "
     "(a file never chooses a command or module to run)",
@@ -409,7 +409,7 @@ def replay_cmd(
 
 
 @main.command("show")
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace", type=click.Path())
 @_limit_options()
 def show_cmd(trace: str, **kw: Any) -> None:
     """Render a saved TRACE step by step, on the spec (nothing the file names is run)."""
@@ -478,7 +478,7 @@ def vectors_run(target_name: str, where: str | None, call_timeout: float, **kw: 
 
 
 @main.command("check-log")
-@click.argument("log", type=click.Path(dir_okay=False))
+@click.argument("log", type=click.Path())
 @_limit_options(LOG_LIMITS)
 def check_log_cmd(log: str, **kw: Any) -> None:
     """Replay a log written by kvpool.oracle.record() against the spec."""

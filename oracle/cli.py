@@ -89,9 +89,7 @@ def _limits(kw: dict[str, Any]) -> Limits:
     return Limits(**{k: kw.pop(k) for k in list(kw) if k.startswith("max_")})
 
 
-def _target(
-    name: str | None, skip: tuple[str, ...] = (), call_timeout: float | None = None
-) -> Any:
+def _target(name: str | None, skip: tuple[str, ...] = (), call_timeout: float | None = None) -> Any:
     if not name:
         raise BadInput(
             "--target is required: reference, spec, vllm[==X.Y.Z], python:module:Name "

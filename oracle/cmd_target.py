@@ -70,6 +70,9 @@ class ProtocolError(RuntimeError):
 MAX_REPLY = 64 * 2**20
 """Bytes one reply line may have; a longer one is a protocol error (the target is ended)."""
 
+STARTUP_TIMEOUT = 30.0
+"""Seconds the first reply (to ``hello``) may take when the call timeout is shorter."""
+
 _LIVE: set[Process] = set()
 
 
@@ -138,8 +141,12 @@ class Process:
         self.call("hello")
         return True
 
-    def _deadline(self) -> float | None:
-        return None if not self.timeout else time.monotonic() + self.timeout
+    def _deadline(self, method: str) -> float | None:
+        if not self.timeout:
+            return None
+        # Starting the command (an interpreter, a runtime) is not the call being timed.
+        wait = max(self.timeout, STARTUP_TIMEOUT) if method == "hello" else self.timeout
+        return time.monotonic() + wait
 
     def _wait(self, fd: int, event: int, deadline: float | None, method: str) -> None:
         with selectors.DefaultSelector() as sel:
@@ -151,7 +158,8 @@ class Process:
     def _hung(self, method: str) -> None:
         self.gone = True
         self.close(wait=0.0)
-        raise TargetHung(f"{_cut(self.command)} (its reply to {method})", self.timeout or 0.0)
+        waited = max(self.timeout or 0.0, STARTUP_TIMEOUT) if method == "hello" else self.timeout
+        raise TargetHung(f"{_cut(self.command)} (its reply to {method})", waited or 0.0)
 
     def _send(self, data: bytes, deadline: float | None, method: str) -> None:
         stdin = self.proc.stdin
@@ -196,7 +204,7 @@ class Process:
     def call(self, method: str, **params: Any) -> tuple[Any, list[list[int]]]:
         self.next_id += 1
         line = json.dumps({"id": self.next_id, "method": method, "params": params})
-        deadline = self._deadline()
+        deadline = self._deadline(method)
         try:
             self._send(line.encode() + b"\n", deadline, method)
             reply_line = self._read_line(deadline, method)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -19,15 +22,17 @@ POOL_JS = ROOT / "examples" / "node-pool" / "pool.js"
 SCHEMA = json.loads((ROOT / "oracle" / "schema" / "kvpool-jsonl-1.schema.json").read_text())
 CMD = f"cmd:node {POOL_JS}"
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
 
 
+@needs_node
 @pytest.mark.parametrize("level", ["safety", "exact", "robust"])
 def test_the_node_pool_conforms(level: str) -> None:
     report = conform(resolve(CMD), level, examples=40, steps=20)
     assert report.conforms, report.message
 
 
+@needs_node
 def test_a_seeded_bug_in_the_node_pool_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     from kvpool.oracle.conformance import SavedTrace, op_to_json, replay
     from kvpool.spec.ops import FreeBlocks, GetNewBlocks
@@ -46,6 +51,7 @@ def test_a_seeded_bug_in_the_node_pool_is_caught(monkeypatch: pytest.MonkeyPatch
     assert replay(trace, resolve(CMD), "exact").divergence is None
 
 
+@needs_node
 def test_a_session_follows_the_published_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     requests = [
@@ -93,11 +99,13 @@ def test_a_session_follows_the_published_schema() -> None:
     assert replies[6]["error"]["kind"] == "RefCountUnderflow"
 
 
+@needs_node
 def test_a_command_that_does_not_speak_the_protocol_is_a_usage_error() -> None:
     with pytest.raises(TargetError):
         resolve('cmd:echo \'{"id": 1, "result": 42, "fired": []}\'')
 
 
+@needs_node
 def test_a_target_that_dies_mid_call_is_reported_as_a_crash_with_its_trace(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -113,3 +121,151 @@ def test_a_target_that_dies_mid_call_is_reported_as_a_crash_with_its_trace(
     assert calls[-1] == "Touch" and len(calls) <= 2, calls
     again = replay(report.trace, target)
     assert again.divergence is not None and again.divergence.rule == "target crashed"
+
+
+# -- a target cannot hang or outlive the oracle ---------------------------------------------
+
+STUBBORN = """
+import json, os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                          "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+pids, mode = sys.argv[1], sys.argv[2]
+with open(pids + ".tmp", "w") as f:
+    f.write(f"{os.getpid()} {child.pid}")
+os.replace(pids + ".tmp", pids)
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["method"] == "hello" and mode == "huge-hello":
+        sys.stdout.write('{"id": 1, "result": "')
+        for _ in range(400):
+            sys.stdout.write("x" * 2**20)
+        sys.stdout.write('"}\\n')
+        sys.stdout.flush()
+        continue
+    if r["method"] == "hello":
+        result = {"protocol": "kvpool-jsonl/1", "capabilities": ["GetNewBlocks"]}
+    elif r["method"] == "new_pool":
+        result = 0
+    else:  # every pool call hangs
+        time.sleep(600)
+    print(json.dumps({"id": r["id"], "result": result, "fired": []}), flush=True)
+while True:  # end of input changes nothing
+    time.sleep(1)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _pids(path: Path) -> list[int]:
+    for _ in range(300):
+        if path.exists():
+            return [int(p) for p in path.read_text().split()]
+        time.sleep(0.05)
+    raise AssertionError("the target never started")
+
+
+def _all_gone(pids: list[int]) -> bool:
+    for _ in range(100):
+        if not any(_alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _stubborn(tmp_path: Path, mode: str) -> tuple[str, Path]:
+    script = tmp_path / "stubborn.py"
+    script.write_text(STUBBORN)
+    pids = tmp_path / "pids"
+    return f"cmd:{sys.executable} {script} {pids} {mode}", pids
+
+
+def test_a_target_that_ignores_end_of_input_ends_with_its_children(tmp_path: Path) -> None:
+    name, pidfile = _stubborn(tmp_path, "normal")
+    target = resolve(name)
+    pids = _pids(pidfile)
+    assert all(_alive(p) for p in pids)
+    assert target.close is not None
+    target.close()
+    assert _all_gone(pids), "the target or its child outlived close()"
+
+
+def test_a_call_that_never_answers_is_target_hung(tmp_path: Path) -> None:
+    name, pidfile = _stubborn(tmp_path, "normal")
+    target = resolve(name, call_timeout=0.3)
+    pids = _pids(pidfile)
+    report = conform(target, "exact", examples=3, steps=3, max_blocks=4, max_pools=1)
+    assert report.rule == "target hung", report.message
+    assert report.trace is not None
+    assert [s["call"]["op"] for s in report.trace.steps if "call" in s] == ["GetNewBlocks"]
+    assert _all_gone(pids), "the hung target was left running"
+    if target.close:
+        target.close()
+
+
+def test_a_huge_reply_is_cut_and_never_echoed(tmp_path: Path) -> None:
+    name, pidfile = _stubborn(tmp_path, "huge-hello")
+    with pytest.raises(TargetError) as info:
+        resolve(name)
+    assert "over 67,108,864 bytes" in str(info.value)
+    assert len(str(info.value)) < 1000
+    assert _all_gone(_pids(pidfile))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_end_the_whole_process_group(tmp_path: Path, sig: int) -> None:
+    name, pidfile = _stubborn(tmp_path, "normal")
+    oracle = subprocess.Popen(
+        [sys.executable, "-m", "kvpool.oracle.cli", "conform", "-t", name, "--call-timeout", "600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pids = _pids(pidfile)
+        time.sleep(1.0)  # the oracle is now waiting on a call that never returns
+        oracle.send_signal(sig)
+        out, err = oracle.communicate(timeout=60)
+    finally:
+        if oracle.poll() is None:
+            oracle.kill()
+    assert oracle.returncode == 130, out + err
+    assert "kvpool: interrupted" in err
+    assert _all_gone(pids), "Ctrl-C left the target or its child running"
+
+
+PROXY_HANGING_ON_TOUCH = """
+import json, subprocess, sys, time
+node = subprocess.Popen(["node", sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        text=True)
+for line in sys.stdin:
+    if json.loads(line)["method"] == "touch":
+        time.sleep(600)
+    node.stdin.write(line)
+    node.stdin.flush()
+    sys.stdout.write(node.stdout.readline())
+    sys.stdout.flush()
+"""
+
+
+@needs_node
+def test_a_cmd_target_that_hangs_mid_search_is_shrunk_like_any_failure(tmp_path: Path) -> None:
+    proxy = tmp_path / "proxy.py"
+    proxy.write_text(PROXY_HANGING_ON_TOUCH)
+    target = resolve(f"cmd:{sys.executable} {proxy} {POOL_JS}", call_timeout=0.5)
+    report = conform(target, "exact", examples=40, steps=8, max_blocks=5, max_pools=1, seed=3)
+    assert report.rule == "target hung", report.message
+    assert report.trace is not None
+    calls = [s["call"]["op"] for s in report.trace.steps if "call" in s]
+    assert calls[-1] == "Touch" and len(calls) <= 3, calls
+    again = replay(report.trace, target)
+    assert again.divergence is not None and again.divergence.rule == "target hung"
+    if target.close:
+        target.close()

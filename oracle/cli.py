@@ -22,6 +22,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from kvpool import __version__
 from kvpool.spec.state import PoolState, TraceError
 
 from .conformance import LEVELS, ReplayResult, conform, replay
@@ -211,6 +212,7 @@ def _end_children() -> None:
 
 
 @click.group(cls=_Kvpool, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kvpool")
 def main() -> None:
     """kvpool: a reference KV-cache block pool and a conformance oracle for other pools.
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,6 +50,17 @@ class HangOnThree(BlockPool):
             while True:  # the oracle's interruption is no Exception: it gets through
                 with contextlib.suppress(Exception):
                     time.sleep(0.01)
+        return super().get_new_blocks(num_blocks)
+
+
+class HangDeaf(BlockPool):
+    """Blocks SIGALRM, then sleeps in get_new_blocks(3): no signal reaches it, the
+    watchdog thread ends the oracle."""
+
+    def get_new_blocks(self, num_blocks: int) -> Any:
+        if num_blocks == 3:
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
+            time.sleep(600)
         return super().get_new_blocks(num_blocks)
 
 
@@ -191,6 +205,21 @@ def test_a_python_target_that_hangs_is_shrunk_and_reported_as_target_hung(tmp_pa
     calls = [s["call"] for s in data["trace"]["steps"] if "call" in s]
     assert calls[-1]["op"] == "GetNewBlocks" and calls[-1]["n"] == 3, calls
     assert len(calls) <= 2, calls  # shrunk: at most a call before the one that hangs
+
+
+def test_a_hang_no_signal_reaches_ends_the_oracle_as_a_finding() -> None:
+    here = Path(__file__).resolve().parent
+    args = ["conform", "-t", f"python:{ME}:HangDeaf", "--call-timeout", "0.3", "-n", "50"]
+    done = subprocess.run(
+        [sys.executable, "-m", "kvpool.oracle.cli", *args, "--max-pools", "1"],
+        cwd=here,
+        env={**os.environ, "PYTHONPATH": str(here)},
+        capture_output=True,
+        text=True,
+        timeout=120,  # a hang guard for the suite, not a measurement
+    )
+    assert done.returncode == VIOLATION, done.stdout + done.stderr
+    assert "could not be interrupted" in done.stderr.strip().splitlines()[-1]
 
 
 # -- 3: the oracle's own errors -----------------------------------------------------------------

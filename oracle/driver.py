@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -100,20 +101,42 @@ def call_guard(timeout: float | None, call: str) -> Iterator[None]:
     def on_alarm(signum: int, frame: Any) -> None:
         raise _Alarm
 
-    watchdog = threading.Timer(2 * timeout + 1, _hard_exit, (call, timeout))
-    watchdog.daemon = True
+    _watchdog_running()
     old = signal.signal(signal.SIGALRM, on_alarm)
     try:
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout, timeout)
-            watchdog.start()
+            _WATCHED[:] = [time.monotonic() + 2 * timeout + 1, call, timeout]
             yield
         finally:
+            _WATCHED[:] = [None, "", 0.0]
             signal.setitimer(signal.ITIMER_REAL, 0)
-            watchdog.cancel()
             signal.signal(signal.SIGALRM, old)
     except _Alarm:
         raise TargetHung(call, timeout) from None
+
+
+_WATCHED: list[Any] = [None, "", 0.0]
+"""The guarded call in progress: [hard deadline (monotonic) or None, its name, timeout]."""
+_WATCHDOG: list[threading.Thread] = []
+
+
+def _watchdog_running() -> None:
+    """One daemon thread for the process, polling :data:`_WATCHED` (a call pays only for
+    setting it)."""
+    if _WATCHDOG and _WATCHDOG[0].is_alive():
+        return
+
+    def watch() -> None:  # pragma: no cover - runs in its own thread
+        while True:
+            time.sleep(0.1)
+            deadline, call, timeout = _WATCHED
+            if deadline is not None and time.monotonic() > deadline:
+                _hard_exit(call, timeout)
+
+    thread = threading.Thread(target=watch, name="kvpool-call-watchdog", daemon=True)
+    thread.start()
+    _WATCHDOG[:] = [thread]
 
 
 _KINDS = {k.value: k for k in ErrorKind}

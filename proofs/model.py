@@ -824,6 +824,8 @@ def op_unpin_blocks(cfg: Config, s: State, a: Args) -> tuple[State, IntT]:
             released.append((live, x))
         else:
             released.append((z3.And(live, r == 0), x))
+    if "unpin-reversed" in cfg.bugs:  # the mutant: released blocks queued last first
+        released.reverse()
     for c, x in released:
         t = guarded(d, c, lambda u, x=x: q_append(d, u, x), t)  # type: ignore[misc]
     return t, err

@@ -824,6 +824,8 @@ def op_unpin_blocks(cfg: Config, s: State, a: Args) -> tuple[State, IntT]:
             released.append((live, x))
         else:
             released.append((z3.And(live, r == 0), x))
+    if "unpin-reversed" in cfg.bugs:  # bug: the released blocks join in reverse list order
+        released.reverse()
     for c, x in released:
         t = guarded(d, c, lambda u, x=x: q_append(d, u, x), t)  # type: ignore[misc]
     return t, err
@@ -967,7 +969,11 @@ def transition(cfg: Config, s: State, a: Args) -> tuple[State, Result]:
         ("ResetPrefixCache", r),
         ("TakeEvents", take),
     ):
-        nxt = merge(d, z3.And(OPK[kind] == K, err == 0), cand, nxt)
+        applies = err == 0
+        if kind == "FreeBlocks" and "free-partial-on-refusal" in cfg.bugs:
+            # bug: a free refused for an over-free still releases the blocks it listed
+            applies = z3.Or(applies, err == ERR["RefCountUnderflow"])
+        nxt = merge(d, z3.And(OPK[kind] == K, applies), cand, nxt)
     writable = z3.And(a.ib != 0, d.sel(s.ref, a.ib) == 1, d.sel(s.key, a.ib) == 0)
     numfree = s.L + 1 if "numfree-counts-null" in cfg.bugs else s.L
     value = z3.If(

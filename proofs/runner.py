@@ -8,11 +8,11 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from kvpool.spec import INVARIANTS, World, check_pool
+from kvpool.spec import INVARIANTS, Op, World, check_pool
 
-from . import bmc, differential, induction, listreplay, refinement
+from . import bmc, differential, fixedn, induction, listreplay, refinement
 from .model import OPS
-from .mutants import MUTANTS, BuggyWorld
+from .mutants import MUTANTS, BuggyWorld, world_class
 from .props import STRONG_PARTS
 from .trace import decode_state, read_args, to_op
 
@@ -22,6 +22,10 @@ PROFILES: dict[str, dict[str, Any]] = {
     # a list repeat a block and gives FRONT and BACK an order to keep)
     "fast": {
         "bmc": (4, 4, 2),
+        # fixed-N 1-induction: every obligation for every k, at each of these N
+        "fixedn": (1, 2, 3, 4),
+        "fixedn_timeout": 120000,
+        "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
         "ind_timeout": 60000,
         "diff": 60,
@@ -30,14 +34,22 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     # `make proofs` / `make verify`
     "default": {
-        "bmc": (6, 8, 2),
+        # BMC's proof rows are a cross-check of the fixed-N induction (which covers every k
+        # at N <= 7); its counterexample search on the mutants is what it is there for
+        "bmc": (4, 4, 2),
+        "fixedn": (1, 2, 3, 4, 5, 6, 7),
+        "fixedn_timeout": 120000,
+        "fixedn_mutants": None,
         "ind_timeout": 60000,
         "diff": 300,
         "mut_bmc": (5, 5, 2),
         "all_mutants": True,
     },
     "deep": {
-        "bmc": (8, 8, 2),
+        "bmc": (6, 8, 2),
+        "fixedn": (1, 2, 3, 4, 5, 6, 7, 8),
+        "fixedn_timeout": 300000,
+        "fixedn_mutants": None,
         "ind_timeout": 120000,
         "diff": 1000,
         "mut_bmc": (6, 6, 2),
@@ -61,7 +73,7 @@ class ObligationResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("proved", "expected-refuted", "agree")
+        return self.status in ("proved", "expected-refuted", "agree", "witnessed")
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -112,8 +124,13 @@ def run_bmc(n: int, k: int, M: int, timeout_ms: int = 600000) -> list[Obligation
 def _replay_bmc(bug: str, obligation: str, c: bmc.Check, n: int) -> str:
     """Replay the decoded trace on the spec with the same bug; say what it shows."""
     assert c.trace is not None
-    w = BuggyWorld.make(bug, n, bool(c.caching), bool(c.events))
-    for i, op in enumerate(c.trace):
+    w = world_class(bug).make(bug, n, bool(c.caching), bool(c.events))
+    return _replay_ops(w, obligation, c.trace)
+
+
+def _replay_ops(w: BuggyWorld, obligation: str, trace: list[Op]) -> str:
+    """Apply ``trace`` to the buggy world ``w``; the first step that breaks ``obligation``."""
+    for i, op in enumerate(trace):
         before = w.pools[0].copy()
         out = w.apply(op)
         if obligation in INVARIANTS:
@@ -248,6 +265,23 @@ def run_induction_mutants(
             continue
         for part in m.induction:
             if part not in STRONG_PARTS:
+                # no part of the every-N invariant speaks of it: the fixed-N induction
+                # does, and runs the claim there; a claim nothing can run is a failure
+                if part in fixedn.STATE_OBLIGATIONS or part in _FIXEDN_STEP_RULES:
+                    rows += run_fixedn_mutants(4, (m.name,), (part,), timeout_ms)
+                else:
+                    rows.append(
+                        ObligationResult(
+                            f"S and T => {part} [{m.name}]",
+                            "mutant",
+                            "z3 induction",
+                            _inv_of(part),
+                            "every N>=1",
+                            "not-run",
+                            0.0,
+                            replay="no induction obligation states this claim",
+                        )
+                    )
                 continue
             gs = induction.step_goals(
                 parts=(part,),
@@ -348,6 +382,159 @@ def run_induction_mutants(
     return rows
 
 
+# -- fixed-N induction -----------------------------------------------------------------------
+
+_FIXEDN_STEP_RULES = (
+    "ORD-HANDOUT",
+    "WATCH-FIRE",
+    "ORD-RELEASE",
+    "ORD-UNPIN",
+    "ERR-ATOMIC",
+    "RES-CACHED",
+    "RES-RESET",
+    "RES-NUMFREE",
+)
+FIXEDN_TECHNIQUE = "z3 induction (fixed N)"
+
+
+def _fixedn_bounds(n: int) -> str:
+    return f"N={n}, every k, lists<=2 keys=2 watchers=2"
+
+
+def run_fixedn(ns: tuple[int, ...], timeout_ms: int) -> list[ObligationResult]:
+    """At each N: init and step of every obligation, and the hypothesis's witnesses."""
+    rows: list[ObligationResult] = []
+    for n in ns:
+        inits = {g.name: g for g in fixedn.init_goals(n)}
+        st = fixedn.build(n)
+        by: dict[str, list[fixedn.Goal]] = {}
+        for g in fixedn.step_goals(st, timeout_ms=timeout_ms):
+            by.setdefault(g.name, []).append(g)
+        for name, gs in by.items():
+            if name in inits:
+                gs = [inits[name], *gs]
+            bad = [g for g in gs if g.status != "proved"]
+            status = (
+                "proved"
+                if not bad
+                else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
+            )
+            how = (
+                f"lemma from {fixedn.LEMMAS[name]}"
+                if name in fixedn.LEMMAS
+                else f"{sum(g.kind == 'step' for g in gs)} cases"
+            )
+            note = "; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad)
+            rows.append(
+                ObligationResult(
+                    name,
+                    "fixed-N",
+                    FIXEDN_TECHNIQUE,
+                    _inv_of(name),
+                    f"{_fixedn_bounds(n)} ({how})",
+                    status,
+                    sum(g.seconds for g in gs),
+                    replay=("not proved: " + note) if note else "",
+                )
+            )
+        rows.append(_witness_row(st, n))
+    return rows
+
+
+def _witness_row(st: fixedn.Step, n: int) -> ObligationResult:
+    """Every case's hypothesis is satisfiable, and its model is a state the spec accepts."""
+    ws = fixedn.witnesses(st)
+    problems: list[str] = []
+    for w in ws:
+        if w.status != "sat" or w.model is None:
+            problems.append(f"{w.op}: hypothesis {w.status}")
+            continue
+        ps, op = fixedn.decode(st, w.model)
+        pre = check_pool(ps)
+        if pre:
+            problems.append(f"{w.op}: decoded state breaks {pre[0]}")
+            continue
+        world = World([ps.copy()], [True])
+        world.apply(op)
+        post = check_pool(world.pools[0])
+        if post:
+            problems.append(f"{w.op}: {op!r} on the spec breaks {post[0]}")
+    return ObligationResult(
+        f"H satisfiable at N={n}",
+        "witness",
+        FIXEDN_TECHNIQUE,
+        (),
+        f"N={n}: one model per call kind ({len(ws)}), decoded, checked and replayed on the spec",
+        "witnessed" if not problems else "NOT-witnessed",
+        sum(w.seconds for w in ws),
+        replay="; ".join(problems[:3]),
+    )
+
+
+def run_fixedn_mutants(
+    n: int,
+    which: tuple[str, ...] | None,
+    parts: tuple[str, ...] | None = None,
+    timeout_ms: int = 60000,
+) -> list[ObligationResult]:
+    """Each mutant's claimed obligations, refuted by the step at N=n, the pre-state decoded
+    (it must satisfy the spec's invariants) and the call replayed on the buggy spec."""
+    rows = []
+    for m in MUTANTS:
+        if which is not None and m.name not in which:
+            continue
+        claims = parts or tuple(
+            dict.fromkeys([*m.bmc, *(p for p in m.induction if p not in STRONG_PARTS)])
+        )
+        st = fixedn.build(n, bugs=frozenset([m.name]))
+        for ob in claims:
+            ops = MUTANT_OPS.get(m.name, OPS)
+            ops = (*ops, *(o for o in OPS if o not in ops))
+            row = _fixedn_mutant_row(st, m.name, ob, ops, n, timeout_ms)
+            rows.append(row)
+    return rows
+
+
+def _fixedn_mutant_row(
+    st: fixedn.Step, bug: str, ob: str, ops: tuple[str, ...], n: int, timeout_ms: int
+) -> ObligationResult:
+    """Refute ``ob`` on the buggy step; a refutation the spec does not confirm is retried
+    (up to 3 times) with that call excluded, as a counterexample search would."""
+    tried: list[z3.BoolRef] = []
+    row = ObligationResult(
+        f"{ob} [{bug}]", "mutant", FIXEDN_TECHNIQUE, _inv_of(ob), _fixedn_bounds(n), "", 0.0
+    )
+    for _ in range(3):
+        gs: list[fixedn.Goal] = []
+        for op in ops:
+            gs += fixedn.step_goals(st, (ob,), timeout_ms, (op,), direct=True, extra=tuple(tried))
+            if gs[-1].status == "refuted":
+                break
+        row.seconds += sum(g.seconds for g in gs)
+        hit = gs[-1] if gs and gs[-1].status == "refuted" else None
+        if hit is None or hit.model is None:
+            if not row.status:
+                row.status = "NOT-refuted" if all(g.status == "proved" for g in gs) else "unknown"
+            return row
+        ps, op = fixedn.decode(st, hit.model)
+        row.trace = [f"state: {ps.describe()}", repr(op)]
+        pre = check_pool(ps)
+        if pre:
+            row.status, row.replay = "NOT-confirmed", f"decoded state breaks {pre[0]}"
+        else:
+            row.replay = _replay_ops(world_class(bug).from_state(bug, ps), ob, [op])
+            row.status = (
+                "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
+            )
+        if row.status == "expected-refuted":
+            return row
+        a, mdl = st.a, hit.model
+        tried.append(
+            z3.Not(z3.And([x == mdl.eval(x, model_completion=True) for x in [a.m, *a.e, a.n]]))
+        )
+    return row
+
+
 # -- refinement ------------------------------------------------------------------------------
 
 
@@ -407,6 +594,7 @@ def run(profile: str = "default") -> list[ObligationResult]:
     rows: list[ObligationResult] = []
     n, k, M = p["bmc"]
     rows += run_bmc(n, k, M)
+    rows += run_fixedn(p["fixedn"], p["fixedn_timeout"])
     rows += run_induction(p["ind_timeout"])
     rows += run_refinement(p["ind_timeout"] // 2)
     t0 = time.perf_counter()
@@ -430,6 +618,7 @@ def run(profile: str = "default") -> list[ObligationResult]:
         else ("no-underflow-check", "touch-null", "lifo-handout", "watcher-kept")
     )
     rows += run_bmc_mutants(mn, mk, mM, which)
+    rows += run_fixedn_mutants(4, p["fixedn_mutants"])
     rows += run_induction_mutants(p["ind_timeout"] // 2)
     rows += run_refinement_mutants(p["ind_timeout"] // 4)
     return rows

@@ -15,11 +15,15 @@ import z3  # type: ignore[import-untyped]
 
 
 def to_smt2(query: list[z3.BoolRef]) -> str:
-    """The query as SMT-LIB 2 text, in a context of its own."""
+    """The query as SMT-LIB 2 text, in a context of its own.
+
+    Each assertion goes through ``z3.simplify`` first (an equivalent formula): z3 writes a
+    one-term sum as ``(+ x)``, which SMT-LIB does not allow and cvc5 rejects.
+    """
     ctx = z3.Context()
     sol = z3.Solver(ctx=ctx)
     for q in query:
-        sol.add(q.translate(ctx))
+        sol.add(z3.simplify(q.translate(ctx)))
     text: str = sol.to_smt2()
     return text
 

@@ -10,7 +10,7 @@ import z3  # type: ignore[import-untyped]
 
 from kvpool.spec import INVARIANTS, Op, World, check_pool
 
-from . import bmc, differential, fixedn, induction, listreplay, refinement
+from . import bmc, differential, fixedn, induction, listreplay, refinement, smtlib, spacer
 from .model import OPS
 from .mutants import MUTANTS, BuggyWorld, world_class
 from .props import STRONG_PARTS
@@ -23,8 +23,10 @@ PROFILES: dict[str, dict[str, Any]] = {
     "fast": {
         "bmc": (4, 4, 2),
         # fixed-N 1-induction: every obligation for every k, at each of these N
-        "fixedn": (1, 2, 3, 4),
+        "fixedn": (1, 2, 3),
         "fixedn_timeout": 120000,
+        "cvc5": (2,),
+        "spacer": (),
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
         "ind_timeout": 60000,
@@ -37,8 +39,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # BMC's proof rows are a cross-check of the fixed-N induction (which covers every k
         # at N <= 7); its counterexample search on the mutants is what it is there for
         "bmc": (4, 4, 2),
-        "fixedn": (1, 2, 3, 4, 5, 6, 7),
+        "fixedn": (1, 2, 3, 4, 5, 6),
         "fixedn_timeout": 120000,
+        "cvc5": (2, 3),
+        "spacer": (),
         "fixedn_mutants": None,
         "ind_timeout": 60000,
         "diff": 300,
@@ -49,6 +53,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bmc": (6, 8, 2),
         "fixedn": (1, 2, 3, 4, 5, 6, 7, 8),
         "fixedn_timeout": 300000,
+        "cvc5": (1, 2, 3, 4, 5, 6, 7, 8),
+        "spacer": (3, 4, 5, 6),
         "fixedn_mutants": None,
         "ind_timeout": 120000,
         "diff": 1000,
@@ -397,19 +403,58 @@ _FIXEDN_STEP_RULES = (
 FIXEDN_TECHNIQUE = "z3 induction (fixed N)"
 
 
+def run_spacer(ns: tuple[int, ...], timeout_ms: int) -> list[ObligationResult]:
+    """Spacer, no hand lemma: every literal INV-* and RANK-BOUNDS, one query per N, and a
+    mutant (touch-no-remove) that it must refute."""
+    rows = []
+    for n in ns:
+        ((status, dt),) = spacer.check(n, timeout_ms=timeout_ms, together=True).values()
+        rows.append(
+            ObligationResult(
+                f"all INV-* and RANK-BOUNDS (Spacer, N={n})",
+                "spacer",
+                "z3 Spacer (fixed N)",
+                tuple(INVARIANTS),
+                f"N={n}, every k, lists<=2 keys=2 watchers=2, no hand lemma",
+                status,
+                dt,
+            )
+        )
+    ((status, dt),) = spacer.check(
+        3, ("INV-FREE",), frozenset(["touch-no-remove"]), timeout_ms
+    ).values()
+    rows.append(
+        ObligationResult(
+            "INV-FREE [touch-no-remove]",
+            "mutant",
+            "z3 Spacer (fixed N)",
+            ("INV-FREE",),
+            "N=3",
+            "expected-refuted" if status == "refuted" else f"NOT-refuted ({status})",
+            dt,
+        )
+    )
+    return rows
+
+
 def _fixedn_bounds(n: int) -> str:
     return f"N={n}, every k, lists<=2 keys=2 watchers=2"
 
 
-def run_fixedn(ns: tuple[int, ...], timeout_ms: int) -> list[ObligationResult]:
-    """At each N: init and step of every obligation, and the hypothesis's witnesses."""
+def run_fixedn(
+    ns: tuple[int, ...], timeout_ms: int, cvc5_ns: tuple[int, ...] = ()
+) -> list[ObligationResult]:
+    """At each N: init and step of every obligation, and the hypothesis's witnesses; at
+    each N of ``cvc5_ns``, every query z3 proved is exported and re-checked by cvc5."""
     rows: list[ObligationResult] = []
     for n in ns:
         inits = {g.name: g for g in fixedn.init_goals(n)}
         st = fixedn.build(n)
         by: dict[str, list[fixedn.Goal]] = {}
+        every: list[fixedn.Goal] = list(inits.values())
         for g in fixedn.step_goals(st, timeout_ms=timeout_ms):
             by.setdefault(g.name, []).append(g)
+            every.append(g)
         for name, gs in by.items():
             if name in inits:
                 gs = [inits[name], *gs]
@@ -438,7 +483,40 @@ def run_fixedn(ns: tuple[int, ...], timeout_ms: int) -> list[ObligationResult]:
                 )
             )
         rows.append(_witness_row(st, n))
+        if n in cvc5_ns:
+            rows.append(_cvc5_row(n, [g for g in every if g.status == "proved"], timeout_ms))
     return rows
+
+
+def _cvc5_row(n: int, proved: list[fixedn.Goal], timeout_ms: int) -> ObligationResult:
+    """cvc5 on the SMT-LIB 2 text of every query z3 proved at N=n (each must be unsat),
+    and on one query z3 refutes (a mutant's step, which must be sat: the check can fail)."""
+    t0 = time.perf_counter()
+    verdicts: dict[str, int] = {}
+    problems: list[str] = []
+    for g in proved:
+        v, _ = smtlib.cvc5_check(smtlib.to_smt2(g.query), timeout_ms)
+        verdicts[v] = verdicts.get(v, 0) + 1
+        if v != "unsat":
+            problems.append(f"{g.name} {g.kind} {g.op}: cvc5 says {v}")
+    # (at N=1 there is no block to touch: the probe runs on 2 blocks)
+    bad = fixedn.build(max(n, 2), bugs=frozenset(["touch-no-remove"]))
+    (probe,) = fixedn.step_goals(bad, ("INV-FREE",), timeout_ms, ("Touch",), direct=True)
+    pv, _ = smtlib.cvc5_check(smtlib.to_smt2(probe.query), timeout_ms)
+    if probe.status != "refuted" or pv != "sat":
+        problems.append(f"mutant probe touch-no-remove: z3 {probe.status}, cvc5 {pv}")
+    disagree = any("says sat" in p for p in problems) or pv == "unsat"
+    return ObligationResult(
+        f"cvc5 re-checks N={n}",
+        "second solver",
+        "cvc5 (SMT-LIB 2 from z3)",
+        (),
+        f"N={n}: {len(proved)} proved queries "
+        f"({', '.join(f'{c} {v}' for v, c in sorted(verdicts.items()))}); mutant probe {pv}",
+        "agree" if not problems else ("disagree" if disagree else "unknown"),
+        time.perf_counter() - t0,
+        replay="; ".join(problems[:3]),
+    )
 
 
 def _witness_row(st: fixedn.Step, n: int) -> ObligationResult:
@@ -594,7 +672,9 @@ def run(profile: str = "default") -> list[ObligationResult]:
     rows: list[ObligationResult] = []
     n, k, M = p["bmc"]
     rows += run_bmc(n, k, M)
-    rows += run_fixedn(p["fixedn"], p["fixedn_timeout"])
+    rows += run_fixedn(p["fixedn"], p["fixedn_timeout"], p["cvc5"])
+    if p["spacer"]:
+        rows += run_spacer(p["spacer"], 300000)
     rows += run_induction(p["ind_timeout"])
     rows += run_refinement(p["ind_timeout"] // 2)
     t0 = time.perf_counter()

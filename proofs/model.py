@@ -969,7 +969,11 @@ def transition(cfg: Config, s: State, a: Args) -> tuple[State, Result]:
         ("ResetPrefixCache", r),
         ("TakeEvents", take),
     ):
-        nxt = merge(d, z3.And(OPK[kind] == K, err == 0), cand, nxt)
+        applies = err == 0
+        if kind == "FreeBlocks" and "free-partial-on-refusal" in cfg.bugs:
+            # bug: a free refused for an over-free still releases the blocks it listed
+            applies = z3.Or(applies, err == ERR["RefCountUnderflow"])
+        nxt = merge(d, z3.And(OPK[kind] == K, applies), cand, nxt)
     writable = z3.And(a.ib != 0, d.sel(s.ref, a.ib) == 1, d.sel(s.key, a.ib) == 0)
     numfree = s.L + 1 if "numfree-counts-null" in cfg.bugs else s.L
     value = z3.If(

@@ -284,3 +284,63 @@ def _kind(name: str) -> Any:
     from kvpool.spec import ErrorKind
 
     return ErrorKind(name)
+
+
+# -- appended for the fixed-N induction (ORD-UNPIN, ERR-ATOMIC) ---------------------------
+
+
+class _StepRuleBugs(BuggyWorld):
+    """The executable spec with one of the bugs of ``STEP_RULE_MUTANTS``."""
+
+    def _op_unpin_blocks(self, op: UnpinBlocks) -> Outcome:
+        if self.bug != "unpin-reversed":
+            return super()._op_unpin_blocks(op)
+        ps = self.pool(op.pool)
+        ids = self._own_blocks(op.pool, op.blocks, null="refuse")
+        World._check_multiplicity(ps, ids, op.pool)
+        w = op.watcher
+        released: list[int] = []
+        for b in ids:
+            ps.ref[b] -= 1
+            ws = ps.pending.setdefault(b, [])
+            if w not in ws:
+                ws.append(w)  # type: ignore[arg-type]
+                ps.registered += 1
+            if ps.ref[b] == 0:
+                released.append(b)
+        for b in reversed(released):  # bug: the tail gets them in reverse list order
+            ps.free[b] = None
+        return Outcome()
+
+    def _op_free_blocks(self, op: FreeBlocks) -> Outcome:
+        if self.bug != "free-partial-on-refusal":
+            return super()._op_free_blocks(op)
+        try:
+            return super()._op_free_blocks(op)
+        except _Refused as refusal:
+            if refusal.kind.value == "RefCountUnderflow":
+                ps = self.pool(op.pool)
+                ids = [self._entry(e).block for e in op.blocks]
+                World._release(ps, [b for b in ids if b != NULL_BLOCK], bool(op.evict_first))
+            raise
+
+
+STEP_RULE_MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "unpin-reversed",
+        "unpin_blocks appends the blocks reaching ref_cnt 0 in reverse list order",
+        ("ORD-UNPIN",),
+    ),
+    Mutant(
+        "free-partial-on-refusal",
+        "free_blocks refused for an over-free still releases the blocks it listed",
+        ("ERR-ATOMIC",),
+    ),
+)
+MUTANTS = (*MUTANTS, *STEP_RULE_MUTANTS)
+MUTANT_BY_NAME.update({m.name: m for m in STEP_RULE_MUTANTS})
+
+
+def world_class(bug: str) -> type[BuggyWorld]:
+    """The buggy spec class that re-creates ``bug``."""
+    return _StepRuleBugs if bug in {m.name for m in STEP_RULE_MUTANTS} else BuggyWorld

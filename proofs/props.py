@@ -21,7 +21,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from .model import ERR, OPK, Config, Finite, Result, State, iv
+from .model import ERR, OPK, Config, Finite, Result, State, iv, state_eq
 
 STRONG_PARTS = {
     "INV-REF": ("INV-REF",),
@@ -180,6 +180,26 @@ def strong(cfg: Config, s: State) -> dict[str, z3.BoolRef]:
     }
 
 
+def watch_per_block_finite(cfg: Config, s: State) -> z3.BoolRef:
+    """INV-WATCH per block, for a concrete N: on each block, registrations == firings +
+    watchers pending there, and the spec's global counters are the sums of the per-block
+    ghosts. It implies INV-WATCH's global count by linear arithmetic, and each of its
+    conjuncts changes only where a step touches a block."""
+    d = cfg.dom
+    n = d.n  # type: ignore[attr-defined]
+    assert s.registered is not None and s.fired is not None
+    per = [
+        d.sel(s.reg, b)
+        == d.sel(s.fb, b) + z3.Sum([z3.If(d.sel(p, b), iv(1), iv(0)) for p in s.pend])
+        for b in range(n)
+    ]
+    sums = [
+        s.registered == z3.Sum([d.sel(s.reg, b) for b in range(n)]),
+        s.fired == z3.Sum([d.sel(s.fb, b) for b in range(n)]),
+    ]
+    return z3.And(per + sums)
+
+
 def ghost(cfg: Config, s: State) -> dict[str, z3.BoolRef]:
     """BMC's helper lemma: the queue's order keys lie in ``lo..hi`` (so a new key is fresh)."""
     d = cfg.dom
@@ -298,6 +318,43 @@ def step_props(
             )
         )
     out["ORD-RELEASE"] = z3.Implies(z3.And(kind == OPK["FreeBlocks"], ok), z3.And(c))
+
+    # ORD-UNPIN: the entries reaching ref_cnt 0 join the tail in list order (keyed or
+    # not), after every block already queued; the queue's old order is kept.
+    ulive = [j < a.m for j in range(M)]
+    ureach = []
+    for j in range(M):
+        x = a.e[j]
+        later = z3.Or(
+            [z3.And(ulive[i], a.e[i] == x) for i in range(j + 1, M)] + [z3.BoolVal(False)]
+        )
+        cnt = z3.Sum([z3.If(z3.And(ulive[i], a.e[i] == x), iv(1), iv(0)) for i in range(M)])
+        ureach.append(z3.And(ulive[j], z3.Not(later), d.sel(s.ref, x) == cnt))
+    ujoined = [z3.Or([z3.And(ureach[j], a.e[j] == b) for j in range(M)]) for b in range(d.n)]  # type: ignore[attr-defined]
+    c = [d.sel(t.inq, b) == z3.Or(old[b], ujoined[b]) for b in range(d.n)]  # type: ignore[attr-defined]
+    for b in range(d.n):  # type: ignore[attr-defined]
+        for b2 in range(d.n):  # type: ignore[attr-defined]
+            if b != b2:
+                c.append(
+                    z3.Implies(z3.And(old[b], old[b2], rk(s, b) < rk(s, b2)), rk(t, b) < rk(t, b2))
+                )
+    for j in range(M):
+        for jj in range(j + 1, M):
+            c.append(z3.Implies(z3.And(ureach[j], ureach[jj]), rk(t, a.e[j]) < rk(t, a.e[jj])))
+        c.append(
+            z3.Implies(
+                ureach[j],
+                d.forall(
+                    0,
+                    N,
+                    lambda b, j=j: z3.Implies(d.sel(s.inq, b), rk(t, b) < rk(t, a.e[j])),  # type: ignore[misc]
+                ),
+            )
+        )
+    out["ORD-UNPIN"] = z3.Implies(z3.And(kind == OPK["UnpinBlocks"], ok), z3.And(c))
+
+    # ERR-ATOMIC: a refused call changes nothing (every field of the state, ghosts too).
+    out["ERR-ATOMIC"] = z3.Implies(z3.Not(ok), state_eq(d, s, t))
 
     # RES-CACHED
     k, v = a.qk, r.value

@@ -8,11 +8,11 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from kvpool.spec import INVARIANTS, World, check_pool
+from kvpool.spec import INVARIANTS, Op, World, check_pool
 
-from . import bmc, differential, induction, listreplay, refinement
+from . import bmc, differential, fixedn, induction, listreplay, refinement, smtlib, spacer
 from .model import OPS
-from .mutants import MUTANTS, BuggyWorld
+from .mutants import MUTANTS, BuggyWorld, world_class
 from .props import STRONG_PARTS
 from .trace import decode_state, read_args, to_op
 
@@ -22,6 +22,12 @@ PROFILES: dict[str, dict[str, Any]] = {
     # a list repeat a block and gives FRONT and BACK an order to keep)
     "fast": {
         "bmc": (4, 4, 2),
+        # fixed-N 1-induction: every obligation for every k, at each of these N
+        "fixedn": (1, 2, 3),
+        "fixedn_timeout": 120000,
+        "cvc5": (2,),
+        "spacer": (),
+        "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
         "ind_timeout": 60000,
         "diff": 60,
@@ -30,14 +36,26 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     # `make proofs` / `make verify`
     "default": {
-        "bmc": (6, 8, 2),
+        # BMC's proof rows are a cross-check of the fixed-N induction (which covers every k
+        # at N <= 7); its counterexample search on the mutants is what it is there for
+        "bmc": (4, 4, 2),
+        "fixedn": (1, 2, 3, 4, 5, 6),
+        "fixedn_timeout": 120000,
+        "cvc5": (2, 3),
+        "spacer": (),
+        "fixedn_mutants": None,
         "ind_timeout": 60000,
         "diff": 300,
         "mut_bmc": (5, 5, 2),
         "all_mutants": True,
     },
     "deep": {
-        "bmc": (8, 8, 2),
+        "bmc": (6, 8, 2),
+        "fixedn": (1, 2, 3, 4, 5, 6, 7, 8),
+        "fixedn_timeout": 300000,
+        "cvc5": (1, 2, 3, 4, 5, 6, 7, 8),
+        "spacer": (3, 4, 5, 6),
+        "fixedn_mutants": None,
         "ind_timeout": 120000,
         "diff": 1000,
         "mut_bmc": (6, 6, 2),
@@ -61,7 +79,7 @@ class ObligationResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("proved", "expected-refuted", "agree")
+        return self.status in ("proved", "expected-refuted", "agree", "witnessed")
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -112,8 +130,13 @@ def run_bmc(n: int, k: int, M: int, timeout_ms: int = 600000) -> list[Obligation
 def _replay_bmc(bug: str, obligation: str, c: bmc.Check, n: int) -> str:
     """Replay the decoded trace on the spec with the same bug; say what it shows."""
     assert c.trace is not None
-    w = BuggyWorld.make(bug, n, bool(c.caching), bool(c.events))
-    for i, op in enumerate(c.trace):
+    w = world_class(bug).make(bug, n, bool(c.caching), bool(c.events))
+    return _replay_ops(w, obligation, c.trace)
+
+
+def _replay_ops(w: BuggyWorld, obligation: str, trace: list[Op]) -> str:
+    """Apply ``trace`` to the buggy world ``w``; the first step that breaks ``obligation``."""
+    for i, op in enumerate(trace):
         before = w.pools[0].copy()
         out = w.apply(op)
         if obligation in INVARIANTS:
@@ -243,11 +266,29 @@ def run_induction_mutants(
     timeout_ms: int, which: tuple[str, ...] | None = None, extras: bool = True
 ) -> list[ObligationResult]:
     rows = []
+    deferred: list[tuple[str, str]] = []  # claims the fixed-N induction runs, after the rest
     for m in MUTANTS:
         if which is not None and m.name not in which:
             continue
         for part in m.induction:
             if part not in STRONG_PARTS:
+                # no part of the every-N invariant speaks of it: the fixed-N induction
+                # does, and runs the claim there; a claim nothing can run is a failure
+                if part in fixedn.STATE_OBLIGATIONS or part in _FIXEDN_STEP_RULES:
+                    deferred.append((m.name, part))
+                else:
+                    rows.append(
+                        ObligationResult(
+                            f"S and T => {part} [{m.name}]",
+                            "mutant",
+                            "z3 induction",
+                            _inv_of(part),
+                            "every N>=1",
+                            "not-run",
+                            0.0,
+                            replay="no induction obligation states this claim",
+                        )
+                    )
                 continue
             gs = induction.step_goals(
                 parts=(part,),
@@ -293,8 +334,16 @@ def run_induction_mutants(
                     row.replay = "NOT confirmed by replay"
                     row.status = "NOT-confirmed"
             rows.append(row)
-    if not extras:
-        return rows
+    if extras:
+        rows += _induction_extras(timeout_ms)
+    # (after the every-N queries: those are sensitive to what the process built before)
+    for name, part in deferred:
+        rows += run_fixedn_mutants(4, (name,), (part,), timeout_ms)
+    return rows
+
+
+def _induction_extras(timeout_ms: int) -> list[ObligationResult]:
+    rows: list[ObligationResult] = []
     # the initial state and the lemmas have mutants of their own
     gs = induction.init_goals(timeout_ms, bugs=frozenset(["init-null-free"]))
     refuted = [g for g in gs if g.status == "refuted"]
@@ -346,6 +395,231 @@ def run_induction_mutants(
         row.replay = f"confirmed: {v[0]}" if v else "NOT confirmed"
     rows.append(row)
     return rows
+
+
+# -- fixed-N induction -----------------------------------------------------------------------
+
+_FIXEDN_STEP_RULES = (
+    "ORD-HANDOUT",
+    "WATCH-FIRE",
+    "ORD-RELEASE",
+    "ORD-UNPIN",
+    "ERR-ATOMIC",
+    "RES-CACHED",
+    "RES-RESET",
+    "RES-NUMFREE",
+)
+FIXEDN_TECHNIQUE = "z3 induction (fixed N)"
+
+
+def run_spacer(ns: tuple[int, ...], timeout_ms: int) -> list[ObligationResult]:
+    """Spacer, no hand lemma: every literal INV-* and RANK-BOUNDS, one query per N, and a
+    mutant (touch-no-remove) that it must refute."""
+    rows = []
+    for n in ns:
+        ((status, dt),) = spacer.check(n, timeout_ms=timeout_ms, together=True).values()
+        rows.append(
+            ObligationResult(
+                f"all INV-* and RANK-BOUNDS (Spacer, N={n})",
+                "spacer",
+                "z3 Spacer (fixed N)",
+                tuple(INVARIANTS),
+                f"N={n}, every k, lists<=2 keys=2 watchers=2, no hand lemma",
+                status,
+                dt,
+            )
+        )
+    ((status, dt),) = spacer.check(
+        3, ("INV-FREE",), frozenset(["touch-no-remove"]), timeout_ms
+    ).values()
+    rows.append(
+        ObligationResult(
+            "INV-FREE [touch-no-remove]",
+            "mutant",
+            "z3 Spacer (fixed N)",
+            ("INV-FREE",),
+            "N=3",
+            "expected-refuted" if status == "refuted" else f"NOT-refuted ({status})",
+            dt,
+        )
+    )
+    return rows
+
+
+def _fixedn_bounds(n: int) -> str:
+    return f"N={n}, every k, lists<=2 keys=2 watchers=2"
+
+
+def run_fixedn(
+    ns: tuple[int, ...], timeout_ms: int, cvc5_ns: tuple[int, ...] = ()
+) -> list[ObligationResult]:
+    """At each N: init and step of every obligation, and the hypothesis's witnesses; at
+    each N of ``cvc5_ns``, every query z3 proved is exported and re-checked by cvc5."""
+    rows: list[ObligationResult] = []
+    for n in ns:
+        inits = {g.name: g for g in fixedn.init_goals(n)}
+        st = fixedn.build(n)
+        by: dict[str, list[fixedn.Goal]] = {}
+        every: list[fixedn.Goal] = list(inits.values())
+        for g in fixedn.step_goals(st, timeout_ms=timeout_ms):
+            by.setdefault(g.name, []).append(g)
+            every.append(g)
+        for name, gs in by.items():
+            if name in inits:
+                gs = [inits[name], *gs]
+            bad = [g for g in gs if g.status != "proved"]
+            status = (
+                "proved"
+                if not bad
+                else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
+            )
+            how = (
+                f"lemma from {fixedn.LEMMAS[name]}"
+                if name in fixedn.LEMMAS
+                else f"{sum(g.kind == 'step' for g in gs)} cases"
+            )
+            note = "; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad)
+            rows.append(
+                ObligationResult(
+                    name,
+                    "fixed-N",
+                    FIXEDN_TECHNIQUE,
+                    _inv_of(name),
+                    f"{_fixedn_bounds(n)} ({how})",
+                    status,
+                    sum(g.seconds for g in gs),
+                    replay=("not proved: " + note) if note else "",
+                )
+            )
+        rows.append(_witness_row(st, n))
+        if n in cvc5_ns:
+            rows.append(_cvc5_row(n, [g for g in every if g.status == "proved"], timeout_ms))
+    return rows
+
+
+def _cvc5_row(n: int, proved: list[fixedn.Goal], timeout_ms: int) -> ObligationResult:
+    """cvc5 on the SMT-LIB 2 text of every query z3 proved at N=n (each must be unsat),
+    and on one query z3 refutes (a mutant's step, which must be sat: the check can fail)."""
+    t0 = time.perf_counter()
+    verdicts: dict[str, int] = {}
+    problems: list[str] = []
+    for g in proved:
+        v, _ = smtlib.cvc5_check(smtlib.to_smt2(g.query), timeout_ms)
+        verdicts[v] = verdicts.get(v, 0) + 1
+        if v != "unsat":
+            problems.append(f"{g.name} {g.kind} {g.op}: cvc5 says {v}")
+    # (at N=1 there is no block to touch: the probe runs on 2 blocks)
+    bad = fixedn.build(max(n, 2), bugs=frozenset(["touch-no-remove"]))
+    (probe,) = fixedn.step_goals(bad, ("INV-FREE",), timeout_ms, ("Touch",), direct=True)
+    pv, _ = smtlib.cvc5_check(smtlib.to_smt2(probe.query), timeout_ms)
+    if probe.status != "refuted" or pv != "sat":
+        problems.append(f"mutant probe touch-no-remove: z3 {probe.status}, cvc5 {pv}")
+    disagree = any("says sat" in p for p in problems) or pv == "unsat"
+    return ObligationResult(
+        f"cvc5 re-checks N={n}",
+        "second solver",
+        "cvc5 (SMT-LIB 2 from z3)",
+        (),
+        f"N={n}: {len(proved)} proved queries "
+        f"({', '.join(f'{c} {v}' for v, c in sorted(verdicts.items()))}); mutant probe {pv}",
+        "agree" if not problems else ("disagree" if disagree else "unknown"),
+        time.perf_counter() - t0,
+        replay="; ".join(problems[:3]),
+    )
+
+
+def _witness_row(st: fixedn.Step, n: int) -> ObligationResult:
+    """Every case's hypothesis is satisfiable, and its model is a state the spec accepts."""
+    ws = fixedn.witnesses(st)
+    problems: list[str] = []
+    for w in ws:
+        if w.status != "sat" or w.model is None:
+            problems.append(f"{w.op}: hypothesis {w.status}")
+            continue
+        ps, op = fixedn.decode(st, w.model)
+        pre = check_pool(ps)
+        if pre:
+            problems.append(f"{w.op}: decoded state breaks {pre[0]}")
+            continue
+        world = World([ps.copy()], [True])
+        world.apply(op)
+        post = check_pool(world.pools[0])
+        if post:
+            problems.append(f"{w.op}: {op!r} on the spec breaks {post[0]}")
+    return ObligationResult(
+        f"H satisfiable at N={n}",
+        "witness",
+        FIXEDN_TECHNIQUE,
+        (),
+        f"N={n}: one model per call kind ({len(ws)}), decoded, checked and replayed on the spec",
+        "witnessed" if not problems else "NOT-witnessed",
+        sum(w.seconds for w in ws),
+        replay="; ".join(problems[:3]),
+    )
+
+
+def run_fixedn_mutants(
+    n: int,
+    which: tuple[str, ...] | None,
+    parts: tuple[str, ...] | None = None,
+    timeout_ms: int = 60000,
+) -> list[ObligationResult]:
+    """Each mutant's claimed obligations, refuted by the step at N=n, the pre-state decoded
+    (it must satisfy the spec's invariants) and the call replayed on the buggy spec."""
+    rows = []
+    for m in MUTANTS:
+        if which is not None and m.name not in which:
+            continue
+        claims = parts or tuple(
+            dict.fromkeys([*m.bmc, *(p for p in m.induction if p not in STRONG_PARTS)])
+        )
+        st = fixedn.build(n, bugs=frozenset([m.name]))
+        for ob in claims:
+            ops = MUTANT_OPS.get(m.name, OPS)
+            ops = (*ops, *(o for o in OPS if o not in ops))
+            row = _fixedn_mutant_row(st, m.name, ob, ops, n, timeout_ms)
+            rows.append(row)
+    return rows
+
+
+def _fixedn_mutant_row(
+    st: fixedn.Step, bug: str, ob: str, ops: tuple[str, ...], n: int, timeout_ms: int
+) -> ObligationResult:
+    """Refute ``ob`` on the buggy step; a refutation the spec does not confirm is retried
+    (up to 3 times) with that call excluded, as a counterexample search would."""
+    tried: list[z3.BoolRef] = []
+    row = ObligationResult(
+        f"{ob} [{bug}]", "mutant", FIXEDN_TECHNIQUE, _inv_of(ob), _fixedn_bounds(n), "", 0.0
+    )
+    for _ in range(3):
+        gs: list[fixedn.Goal] = []
+        for op in ops:
+            gs += fixedn.step_goals(st, (ob,), timeout_ms, (op,), direct=True, extra=tuple(tried))
+            if gs[-1].status == "refuted":
+                break
+        row.seconds += sum(g.seconds for g in gs)
+        hit = gs[-1] if gs and gs[-1].status == "refuted" else None
+        if hit is None or hit.model is None:
+            if not row.status:
+                row.status = "NOT-refuted" if all(g.status == "proved" for g in gs) else "unknown"
+            return row
+        ps, op = fixedn.decode(st, hit.model)
+        row.trace = [f"state: {ps.describe()}", repr(op)]
+        pre = check_pool(ps)
+        if pre:
+            row.status, row.replay = "NOT-confirmed", f"decoded state breaks {pre[0]}"
+        else:
+            row.replay = _replay_ops(world_class(bug).from_state(bug, ps), ob, [op])
+            row.status = (
+                "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
+            )
+        if row.status == "expected-refuted":
+            return row
+        a, mdl = st.a, hit.model
+        tried.append(
+            z3.Not(z3.And([x == mdl.eval(x, model_completion=True) for x in [a.m, *a.e, a.n]]))
+        )
+    return row
 
 
 # -- refinement ------------------------------------------------------------------------------
@@ -407,6 +681,9 @@ def run(profile: str = "default") -> list[ObligationResult]:
     rows: list[ObligationResult] = []
     n, k, M = p["bmc"]
     rows += run_bmc(n, k, M)
+    # the every-N induction's quantified queries are sensitive to what the process built
+    # before them (z3 orders terms by id): they run before the fixed-N ones, as they did
+    # when they were measured (S => INV-FREE went unknown at 60 s when run after them)
     rows += run_induction(p["ind_timeout"])
     rows += run_refinement(p["ind_timeout"] // 2)
     t0 = time.perf_counter()
@@ -432,4 +709,8 @@ def run(profile: str = "default") -> list[ObligationResult]:
     rows += run_bmc_mutants(mn, mk, mM, which)
     rows += run_induction_mutants(p["ind_timeout"] // 2)
     rows += run_refinement_mutants(p["ind_timeout"] // 4)
+    rows += run_fixedn(p["fixedn"], p["fixedn_timeout"], p["cvc5"])
+    rows += run_fixedn_mutants(4, p["fixedn_mutants"])
+    if p["spacer"]:
+        rows += run_spacer(p["spacer"], 300000)
     return rows

@@ -165,3 +165,84 @@ def test_each_obligation_is_solved_in_a_context_of_its_own(
     assert model.eval(x, model_completion=True).as_long() == 1  # readable in the main context
     assert len(contexts) == 2 and contexts[0] is not contexts[1]
     assert all(c is not z3.main_ctx() for c in contexts)
+
+
+# -- fixed-N induction, its witnesses, the second solver ----------------------------------
+
+
+def test_fixed_n_induction_proves_every_obligation_and_cvc5_agrees() -> None:
+    rows = runner.run_fixedn((2,), 60000, cvc5_ns=(2,))
+    by = {r.obligation: r for r in rows}
+    for name in ("INV-FREE", "INV-WATCH", "INV-CONSERVE", "ORD-UNPIN", "ERR-ATOMIC", "LO-HI"):
+        assert by[name].status == "proved", (name, by[name].replay)
+        assert by[name].technique == runner.FIXEDN_TECHNIQUE
+    assert "lemma from WATCH-PER-BLOCK" in by["INV-WATCH"].bounds
+    assert by["H satisfiable at N=2"].status == "witnessed", by["H satisfiable at N=2"].replay
+    assert by["cvc5 re-checks N=2"].status == "agree", by["cvc5 re-checks N=2"].replay
+    assert all(r.ok for r in rows), [(r.obligation, r.status) for r in rows if not r.ok]
+
+
+@pytest.mark.parametrize("mutant", ["unpin-reversed", "free-partial-on-refusal", "watcher-kept"])
+def test_fixed_n_mutant_is_refuted_and_its_state_replays(mutant: str) -> None:
+    rows = runner.run_fixedn_mutants(3, (mutant,))
+    assert rows
+    for r in rows:
+        assert r.status == "expected-refuted", (r.obligation, r.status, r.replay)
+
+
+def test_the_bmc_refutes_the_new_step_rule_mutants() -> None:
+    rows = runner.run_bmc_mutants(3, 2, 2, ("unpin-reversed", "free-partial-on-refusal"))
+    assert {r.obligation for r in rows} == {
+        "ORD-UNPIN [unpin-reversed]",
+        "ERR-ATOMIC [free-partial-on-refusal]",
+    }
+    assert all(r.status == "expected-refuted" for r in rows), [
+        (r.obligation, r.replay) for r in rows
+    ]
+
+
+def test_no_induction_claim_of_a_mutant_is_skipped() -> None:
+    # watcher-kept claims WATCH-FIRE, which no every-N part states: the fixed-N induction
+    # runs that claim instead of the runner skipping it
+    rows = runner.run_induction_mutants(20000, which=("watcher-kept",), extras=False)
+    assert {r.obligation.split(" [")[0].split()[-1] for r in rows} == {
+        "WATCH-PER-BLOCK",
+        "WATCH-FIRE",
+    }
+    assert all(r.status == "expected-refuted" for r in rows), [
+        (r.obligation, r.replay) for r in rows
+    ]
+
+
+def test_a_claim_no_technique_states_is_reported_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvpool.proofs import mutants
+
+    ghost = mutants.Mutant("ghost-bug", "claims a part nothing states", (), ("NO-SUCH-PART",))
+    monkeypatch.setattr(runner, "MUTANTS", (ghost,))
+    (row,) = runner.run_induction_mutants(1000, extras=False)
+    assert row.status == "not-run" and not row.ok
+
+
+def test_an_unsatisfiable_hypothesis_has_no_witness() -> None:
+    import z3
+
+    from kvpool.proofs import fixedn
+
+    st = fixedn.build(2)
+    st.hyp["LO-HI"] = z3.BoolVal(False)
+    row = runner._witness_row(st, 2)
+    assert row.status == "NOT-witnessed" and not row.ok
+
+
+def test_cvc5_reads_the_exported_text_and_a_disagreement_fails() -> None:
+    import z3
+
+    from kvpool.proofs import fixedn, smtlib
+
+    x = z3.Int("x")
+    assert smtlib.cvc5_check(smtlib.to_smt2([x > 1, x < 1]))[0] == "unsat"
+    assert smtlib.cvc5_check(smtlib.to_smt2([x > 1, x < 3]))[0] == "sat"
+    # a "proof" whose query is satisfiable: cvc5 says sat, and the row fails
+    fake = fixedn.Goal("INV-REF", "step", "proved", 0.0, query=[x > 1, x < 3], op="Touch")
+    row = runner._cvc5_row(2, [fake], 20000)
+    assert row.status == "disagree" and not row.ok

@@ -25,7 +25,7 @@ def _everything_checked(profile: Profile) -> Check:
         True,
         "fine",
         0.0,
-        cells={row: Cell("checked", "5 runs") for row in ROWS},
+        cells={row: Cell("tested", "5 runs") for row in ROWS},
         caught={"some-bug": True},
         evidence={"some-bug": "INV-FREE"},
     )
@@ -79,7 +79,7 @@ def test_a_row_no_technique_covers_is_a_failure(
 
     code, text = _run(monkeypatch, all_but_one, tmp=tmp_path)
     assert code == 1
-    assert "nothing proved or checked ORD-UNPIN" in text
+    assert "nothing proved or tested ORD-UNPIN" in text
 
 
 def test_a_mutant_nobody_caught_is_a_failure(
@@ -133,12 +133,48 @@ def test_crosshair_cells_are_as_strong_as_the_weakest_entry_point_of_the_row(
         return verify.run_contracts("fast").cells
 
     both = fake({"queue": "confirmed", "pool": "confirmed"})
-    assert both["INV-LIST"].status == "proved"
+    assert both["INV-LIST"] == Cell("exhaustive", "exhaustive, <= 3 blocks")
     mixed = fake({"queue": "confirmed", "pool": "no counterexample within budget"})
     assert (mixed["INV-LIST"].status, mixed["INV-LIST"].detail) == (
-        "checked",
-        "1/2 all paths (<= 3 blocks)",
+        "tested",
+        "1/2 exhaustive (<= 3 blocks)",
     )
-    assert mixed["INV-REF"] == Cell("checked", "no counterexample within budget")
+    assert mixed["INV-REF"] == Cell("tested", "no counterexample within budget")
     broken = fake({"queue": "counterexample", "pool": "confirmed"})
     assert broken["INV-LIST"] == Cell("failed", "queue_remove")
+
+
+def test_proof_cells_say_which_bound_they_hold_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvpool.proofs import runner as proofs
+    from kvpool.proofs.runner import ObligationResult as R
+
+    fixed = proofs.FIXEDN_TECHNIQUE
+    rows = [
+        R("INV-FREE", "BMC", "z3 BMC", ("INV-FREE",), "N=4 k=4 lists<=2 keys=2", "proved", 0.0),
+        R("INV-FREE", "fixed-N", fixed, ("INV-FREE",), "N=3, every k, lists<=2", "proved", 0.0),
+        R("INV-FREE", "fixed-N", fixed, ("INV-FREE",), "N=5, every k, lists<=2", "proved", 0.0),
+        R("S => INV-FREE", "inductive", "z3 induction", ("INV-FREE",), "every N", "proved", 0.0),
+        R(
+            "S and T => PERM",
+            "inductive",
+            "z3 induction",
+            ("INV-FREE", "INV-CONSERVE"),
+            "every N",
+            "proved",
+            0.0,
+        ),
+        R("H satisfiable at N=3", "witness", fixed, (), "N=3", "witnessed", 0.0),
+        R("z3 == spec", "differential", "differential", (), "60 states", "agree", 0.0),
+    ]
+    monkeypatch.setattr(proofs, "run", lambda profile: rows)
+    checks = {c.name: c for c in verify.run_proofs("fast")}
+    assert checks["z3 BMC"].cells["INV-FREE"] == Cell("bounded", "N=4 k=4 lists<=2")
+    assert checks[fixed].cells["INV-FREE"] == Cell("proved every k", "N=3..5")
+    every_n = checks["z3 induction"].cells
+    assert every_n["INV-FREE"].status == "proved every N"
+    # a counting invariant whose strengthening alone is proved is not "proved every N"
+    assert every_n["INV-CONSERVE"].status == "partial"
+    # the second solver was not run in this stand-in: that is a failure, never a pass
+    cvc5 = checks["cvc5 re-checks z3's proofs (SMT-LIB 2)"]
+    assert (cvc5.ok, cvc5.summary) == (False, "not run")
+    assert checks["fixed-N hypotheses: witnesses replayed on the spec"].ok

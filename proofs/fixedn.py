@@ -1,0 +1,242 @@
+"""1-induction at a fixed pool size N: every obligation of the BMC, for every number of calls.
+
+The state is the finite reading of :mod:`kvpool.proofs.model` (a concrete N, everything
+else symbolic: the state itself, the call's kind and every argument, ``enable_caching``
+and ``enable_kv_cache_events``). The hypothesis ``H(s)`` is the conjunction of every
+obligation the BMC checks on a state -- the literal INV-* (in the spec's counting form),
+the helper lemma RANK-BOUNDS -- and one ghost conjunct of our own, LO-HI
+(``lo <= hi + 1`` on the queue's order-key counters: without it an empty queue with
+``lo > hi + 1`` is a counterexample to induction for INV-FREE, RANK-BOUNDS and
+ORD-RELEASE). Obligations:
+
+* ``init``: the pool as built satisfies H (at this N);
+* ``step``: ``H(s) and T(s, a, s') ==> P`` for every state obligation P of H at ``s'``
+  and every step rule P (ORD-*, WATCH-FIRE, ERR-ATOMIC, RES-*) over ``(s, a, r, s')``.
+
+``unsat`` of the negation is a proof *for every k at this N* (every run of any length
+on a pool of N blocks); it says nothing about other N. ``unknown`` is reported as
+unknown, never as proved.
+
+Each hypothesis also gets a **witness**: z3 is asked for a state satisfying H and a call,
+the state is decoded into the spec's ``PoolState``, checked with the spec's own
+``check_pool``, and the call is replayed on the spec, whose result must satisfy the
+spec's invariants too. A hypothesis nothing satisfies would make every step vacuous.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3  # type: ignore[import-untyped]
+
+from . import props
+from .model import (
+    OPK,
+    OPS,
+    Args,
+    Config,
+    Finite,
+    Result,
+    State,
+    args_domain,
+    fresh_args,
+    fresh_state,
+    initial,
+    int_sort,
+    isolated_check,
+    iv,
+    transition,
+)
+
+STATE_OBLIGATIONS = (
+    "INV-REF",
+    "INV-FREE",
+    "INV-NULL",
+    "INV-WATCH",
+    "INV-CACHE",
+    "INV-EVENTS",
+    "INV-CONSERVE",
+    "RANK-BOUNDS",
+    "LO-HI",
+    "WATCH-PER-BLOCK",
+)
+"""The hypothesis H, part by part: each part is also a goal (it must survive the step)."""
+
+LEMMAS = {"INV-WATCH": "WATCH-PER-BLOCK"}
+"""Goals shown from another part by a lemma on every state, not by their own step: the
+global count of INV-WATCH (registered == fired + pending, a sum over N x W cells) was
+unknown at N=8 after 300 s as a step of its own, while its per-block form, whose sum it
+is, is a step in about a second at N=8; ``WATCH-PER-BLOCK ==> INV-WATCH`` is then one
+query of linear arithmetic on a fresh state. The step row of INV-WATCH is that lemma
+together with WATCH-PER-BLOCK's step."""
+
+
+@dataclass
+class Step:
+    """One symbolic step at a fixed N, with the hypothesis on its pre-state."""
+
+    cfg: Config
+    s: State
+    a: Args
+    r: Result
+    t: State
+    hyp: dict[str, z3.BoolRef]
+    goals: dict[str, z3.BoolRef]
+    domain: z3.BoolRef
+    build_time: float = 0.0
+
+
+def lo_hi(s: State) -> z3.BoolRef:
+    """The ghost conjunct: the queue's order keys ``lo..hi`` are an interval, maybe empty."""
+    return s.lo <= s.hi + 1
+
+
+def state_obligations(cfg: Config, s: State) -> dict[str, Any]:
+    """Every obligation the BMC checks on a state, plus LO-HI and WATCH-PER-BLOCK."""
+    return {
+        **props.literal(cfg, s),
+        **props.ghost(cfg, s),
+        "LO-HI": lo_hi(s),
+        "WATCH-PER-BLOCK": props.watch_per_block_finite(cfg, s),
+    }
+
+
+def build(
+    n: int,
+    K: int = 2,
+    W: int = 2,
+    M: int = 2,
+    bugs: frozenset[str] = frozenset(),
+) -> Step:
+    with int_sort(None):
+        t0 = time.perf_counter()
+        caching, events = z3.Bool("caching"), z3.Bool("events")
+        cfg = Config(Finite(n), K=K, W=W, M=M, caching=caching, events=events, bugs=bugs)
+        s = fresh_state(cfg, "s")
+        a = fresh_args(cfg, "a")
+        t, r = transition(cfg, s, a)
+        hyp = state_obligations(cfg, s)
+        goals = {
+            **state_obligations(cfg, t),
+            **props.step_props(cfg, s, a, r, t),
+        }
+        return Step(cfg, s, a, r, t, hyp, goals, args_domain(cfg, a), time.perf_counter() - t0)
+
+
+@dataclass
+class Goal:
+    name: str
+    kind: str  # "init", "step", "witness"
+    status: str  # "proved", "refuted", "unknown"; a witness: "sat" / "unsat" / "unknown"
+    seconds: float
+    model: z3.ModelRef | None = None
+    query: list[z3.BoolRef] = field(default_factory=list)
+    """The query whose unsat is the proof (hypotheses and the negated goal), for export."""
+    op: str = ""  # the call kind of a step case
+
+
+def init_goals(n: int, K: int = 2, W: int = 2, bugs: frozenset[str] = frozenset()) -> list[Goal]:
+    with int_sort(None):
+        cfg = Config(
+            Finite(n), K=K, W=W, caching=z3.Bool("caching"), events=z3.Bool("events"), bugs=bugs
+        )
+        s0 = initial(cfg)
+        out = []
+        for name, g in state_obligations(cfg, s0).items():
+            status, dt, m = isolated_check([], g, 60000)
+            out.append(Goal(name, "init", status, dt, m, [z3.Not(g)]))
+        return out
+
+
+def _case(st: Step, op: str, f: z3.BoolRef) -> z3.BoolRef:
+    """``f`` with the call's kind fixed to ``op``, simplified: one operation's branch only."""
+    return z3.simplify(z3.substitute(f, (st.a.kind, iv(OPK[op]))))
+
+
+def step_goals(
+    st: Step,
+    names: tuple[str, ...] | None = None,
+    timeout_ms: int = 120000,
+    ops: tuple[str, ...] = OPS,
+    direct: bool = False,
+    extra: tuple[z3.BoolRef, ...] = (),
+) -> list[Goal]:
+    """Each step obligation, one query per call kind (a case split on ``a.kind``).
+
+    The split keeps each query to one operation's branch of the transition; the kinds
+    range over all of OPS, so together they cover every call (``args_domain`` allows no
+    other kind). The obligation is proved iff every case is. A goal in LEMMAS is shown by
+    its lemma unless ``direct`` (the mutants' search, which wants the step itself);
+    ``extra`` narrows the search (a mutant's search excludes calls it has tried).
+    """
+    out = []
+    hyp = list(st.hyp.values())
+    for name in names or tuple(st.goals):
+        if name in LEMMAS and not direct:
+            out.append(lemma_goal(st, name))
+            continue
+        for op in ops:
+            # (the kind is also stated, so that a model names the call it is about)
+            base = [_case(st, op, st.domain), st.a.kind == OPK[op], *hyp, *extra]
+            goal = _case(st, op, st.goals[name])
+            status, dt, m = isolated_check(base, goal, timeout_ms)
+            out.append(Goal(name, "step", status, dt, m, [*base, z3.Not(goal)], op))
+    return out
+
+
+def lemma_goal(st: Step, name: str, timeout_ms: int = 120000) -> Goal:
+    """``LEMMAS[name] ==> name`` on a fresh state of the same N (so also on the post-state)."""
+    with int_sort(None):
+        u = fresh_state(st.cfg, "u")
+        obl = state_obligations(st.cfg, u)
+        hyp, goal = obl[LEMMAS[name]], obl[name]
+    status, dt, m = isolated_check([hyp], goal, timeout_ms)
+    return Goal(name, "lemma", status, dt, m, [hyp, z3.Not(goal)], f"from {LEMMAS[name]}")
+
+
+def witness(st: Step, timeout_ms: int = 60000) -> Goal:
+    """A state satisfying the hypothesis, and a call: the step goals are not vacuous."""
+    ctx = z3.Context()
+    sol = z3.Solver(ctx=ctx)
+    sol.set("timeout", timeout_ms)
+    for h in [st.domain, *st.hyp.values()]:
+        sol.add(h.translate(ctx))
+    t0 = time.perf_counter()
+    res = sol.check()
+    dt = time.perf_counter() - t0
+    if res == z3.sat:
+        return Goal("H", "witness", "sat", dt, sol.model().translate(z3.main_ctx()))
+    return Goal("H", "witness", "unsat" if res == z3.unsat else "unknown", dt)
+
+
+def witnesses(st: Step, timeout_ms: int = 60000) -> list[Goal]:
+    """One witness per call kind: ``H(s) and domain and kind == op`` is satisfiable."""
+    out = []
+    for op in OPS:
+        ctx = z3.Context()
+        sol = z3.Solver(ctx=ctx)
+        sol.set("timeout", timeout_ms)
+        for h in [_case(st, op, st.domain), st.a.kind == OPK[op], *st.hyp.values()]:
+            sol.add(h.translate(ctx))
+        t0 = time.perf_counter()
+        res = sol.check()
+        dt = time.perf_counter() - t0
+        if res == z3.sat:
+            m = sol.model().translate(z3.main_ctx())
+            out.append(Goal("H", "witness", "sat", dt, m, op=op))
+        else:
+            out.append(Goal("H", "witness", "unsat" if res == z3.unsat else "unknown", dt, op=op))
+    return out
+
+
+def decode(st: Step, m: z3.ModelRef) -> tuple[Any, Any]:
+    """The spec state and operation a model of a step stands for."""
+    from .trace import decode_state, read_args, to_op
+
+    n = st.cfg.dom.n  # type: ignore[attr-defined]
+    caching = z3.is_true(m.eval(st.cfg.caching, model_completion=True))
+    events = z3.is_true(m.eval(st.cfg.events, model_completion=True))
+    ps = decode_state(m, st.s, n, st.cfg.K, st.cfg.W, caching, events, lambda a, i: a[i])
+    return ps, to_op(read_args(m, st.a), n)

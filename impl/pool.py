@@ -517,25 +517,22 @@ class BlockPool:
         """``block`` forgets its key; announce the key removed if it was the last holder."""
         key = block._block_hash
         block._block_hash = None
-        holders = self._holders_of(key, block)
-        del holders[block.block_id]
+        try:
+            holders = self._index[key]
+            del holders[block.block_id]  # a block is in one holders dict: this proves it
+        except Exception:  # the key hashes elsewhere now, or its __eq__ raises
+            holders = self._holders_of(block)
+            del holders[block.block_id]
         if not holders:
             self._forget(key, holders)
             if self.enable_kv_cache_events:
                 self._log(BlockRemoved(key))
 
-    def _holders_of(self, key: Hashable, block: KVCacheBlock) -> dict[int, KVCacheBlock]:
-        """The holders ``block`` is filed under. Never raises, whatever the key does now.
+    def _holders_of(self, block: KVCacheBlock) -> dict[int, KVCacheBlock]:
+        """The holders ``block`` is filed under, found by identity: no key is hashed.
 
-        The key was hashed when it was cached; if it now hashes differently (or its
-        ``__eq__`` raises), the holders are found by the block's identity instead.
+        For a key that no longer finds itself (its hash changed, its ``__eq__`` raises).
         """
-        try:
-            holders = self._index.get(key)
-            if holders is not None and holders.get(block.block_id) is block:
-                return holders
-        except Exception:
-            pass
         bid = block.block_id
         for holders in self._index.values():
             if holders.get(bid) is block:

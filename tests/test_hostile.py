@@ -274,8 +274,12 @@ def test_a_key_whose_hash_changes_never_makes_get_new_blocks_raise() -> None:
 def test_the_old_drop_key_raised_after_blocks_left_the_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The seeded bug: ``_drop_key`` looking the key up again (``self._index[key]``)."""
-    monkeypatch.setattr(BlockPool, "_holders_of", lambda self, key, block: self._index[key])
+    """The seeded bug: ``_drop_key`` trusting the key's hash (no search by identity)."""
+
+    def trusting(self: BlockPool, block: KVCacheBlock) -> dict[int, KVCacheBlock]:
+        return self._index[block.block_hash]
+
+    monkeypatch.setattr(BlockPool, "_holders_of", trusting)
     pool = BlockPool(4)
     key = HostileKey(1)
     (b,) = pool.get_new_blocks(1)

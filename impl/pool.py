@@ -517,16 +517,23 @@ class BlockPool:
         """``block`` forgets its key; announce the key removed if it was the last holder."""
         key = block._block_hash
         block._block_hash = None
+        index = self._index
         try:
-            holders = self._index[key]
+            holders = index[key]
             del holders[block.block_id]  # a block is in one holders dict: this proves it
         except Exception:  # the key hashes elsewhere now, or its __eq__ raises
             holders = self._holders_of(block)
             del holders[block.block_id]
-        if not holders:
-            self._forget(key, holders)
-            if self.enable_kv_cache_events:
-                self._log(BlockRemoved(key))
+            if not holders:
+                self._forget(key, holders)
+        else:
+            if not holders:
+                try:
+                    del index[key]  # the lookup above found these holders under ``key``
+                except Exception:
+                    self._forget(key, holders)
+        if not holders and self.enable_kv_cache_events:
+            self._log(BlockRemoved(key))
 
     def _holders_of(self, block: KVCacheBlock) -> dict[int, KVCacheBlock]:
         """The holders ``block`` is filed under, found by identity: no key is hashed.

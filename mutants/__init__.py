@@ -493,14 +493,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("INV-EVENTS", "result differs: events", "state differs"),
         pool=(
             (
-                "        if not holders:\n"
-                "            self._forget(key, holders)\n"
-                "            if self.enable_kv_cache_events:\n"
-                "                self._log(BlockRemoved(key))\n",
-                "        if self.enable_kv_cache_events:\n"
-                "            self._log(BlockRemoved(key))\n"
-                "        if not holders:\n"
-                "            self._forget(key, holders)\n",
+                "        if not holders and self.enable_kv_cache_events:\n",
+                "        if self.enable_kv_cache_events:\n",
             ),
         ),
         caching=True,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .state import NULL_BLOCK, PoolState, World
+from .state import NULL_BLOCK, PoolState, World, shown
 
 
 @dataclass(frozen=True)
@@ -104,18 +104,36 @@ def inv_watch(ps: PoolState) -> list[Violation]:
     return out
 
 
+def same_key(a: object, b: object) -> bool:
+    """Whether two keys are the same key: identity first (so a NaN is itself), then ``==``.
+
+    A key whose ``__eq__`` raises or answers something that is not a bool is the same
+    only as itself: a check never fails because of what a key does.
+    """
+    if a is b:
+        return True
+    try:
+        return (a == b) is True
+    except Exception:
+        return False
+
+
 def inv_cache(ps: PoolState) -> list[Violation]:
     """INV-CACHE: block in index under k <=> block holds k; nothing cached with caching off."""
     out: list[Violation] = []
     for b, k in enumerate(ps.key):
         if k is not None and b not in ps.index.get(k, ()):
-            out.append(Violation("INV-CACHE", f"holds key {k!r} but the index does not say so", b))
+            out.append(
+                Violation("INV-CACHE", f"holds key {shown(k)} but the index does not say so", b)
+            )
     for k, holders in ps.index.items():
         if not holders:
-            out.append(Violation("INV-CACHE", f"key {k!r} is indexed with no block"))
+            out.append(Violation("INV-CACHE", f"key {shown(k)} is indexed with no block"))
         for b in holders:
-            if not 0 <= b < ps.num_blocks or ps.key[b] != k:
-                out.append(Violation("INV-CACHE", f"indexed under {k!r} but does not hold it", b))
+            if not 0 <= b < ps.num_blocks or not same_key(ps.key[b], k):
+                out.append(
+                    Violation("INV-CACHE", f"indexed under {shown(k)} but does not hold it", b)
+                )
     if not ps.caching and (ps.index or any(k is not None for k in ps.key)):
         out.append(Violation("INV-CACHE", "caching is off but something is cached"))
     return out
@@ -130,8 +148,8 @@ def inv_events(ps: PoolState) -> list[Violation]:
     keys = set(ps.index)
     if ps.view == keys:
         return []
-    missing = sorted(map(repr, keys - ps.view))
-    extra = sorted(map(repr, ps.view - keys))
+    missing = sorted(map(shown, keys - ps.view))
+    extra = sorted(map(shown, ps.view - keys))
     return [
         Violation(
             "INV-EVENTS",

@@ -263,9 +263,6 @@ def test_the_bug_zoo_page_lists_every_catalogued_mutant() -> None:
 # -- the copy of the semantics ------------------------------------------------------------
 
 
-SHARED_SEMANTICS = ROOT.parent / "shared" / "design" / "semantics.md"
-
-
 def _without_header(text: str) -> str:
     """The copy's text after its leading HTML comment (which says where it comes from)."""
     if text.startswith("<!--"):
@@ -292,21 +289,16 @@ def _recorded_and_actual_sha256(text: str) -> tuple[str | None, str]:
     return (recorded.group(1) if recorded else None), actual
 
 
-def test_the_semantics_copy_is_unedited_and_matches_the_design_text() -> None:
+def test_the_semantics_page_matches_its_recorded_hash() -> None:
     text = (DOCS / "semantics.md").read_text(encoding="utf-8")
     recorded, actual = _recorded_and_actual_sha256(text)
-    assert recorded, "docs/semantics.md's header must record the sha256 of the design text"
-    assert actual == recorded, "docs/semantics.md was edited: it is a verbatim copy"
+    assert recorded, "docs/semantics.md's header must record the sha256 of its text"
+    assert actual == recorded, "docs/semantics.md was edited: record its new sha256 in the header"
     # an edit of one word is seen
     edited = _recorded_and_actual_sha256(text.replace("INV-REF", "INV-REFS", 1))
     assert edited[0] == recorded and edited[1] != recorded
-    # Beside the design folder (a developer's checkout, not a bare clone), the copy and
-    # its recorded hash must also be today's design text.
-    if SHARED_SEMANTICS.exists():
-        assert _without_header(text) == SHARED_SEMANTICS.read_text(encoding="utf-8"), (
-            "docs/semantics.md is stale: copy shared/design/semantics.md again and record "
-            "its sha256 in the header"
-        )
+    # The page extends the shared design text (sections of kvpool's own follow it), so it
+    # is not compared with shared/design/semantics.md: the recorded hash is the check.
 
 
 def test_play_drives_any_target_even_one_without_state(

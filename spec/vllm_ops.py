@@ -157,8 +157,9 @@ def _op_cache_full_blocks(world: World, op: CacheFullBlocks) -> Outcome:
         positions = [i for i, _ in todo]
         world._log(
             ps,
-            _stored(
-                ps,
+            stored_event(
+                ps.lookahead,
+                ps.medium,
                 req,
                 keys,
                 [hashes[i] for i in positions],
@@ -173,8 +174,9 @@ def _op_cache_full_blocks(world: World, op: CacheFullBlocks) -> Outcome:
     return Outcome()
 
 
-def _stored(
-    ps: PoolState,
+def stored_event(
+    lookahead: int,
+    medium: str,
     req: Request,
     keys: list[Hashable],
     hashes: list[bytes],
@@ -185,14 +187,18 @@ def _stored(
     bs: int,
     g: int,
 ) -> BlockStored:
-    """vLLM's BlockStored for the blocks at ``positions`` (block indices at size ``bs``)."""
+    """vLLM's BlockStored for the blocks at ``positions`` (block indices at size ``bs``).
+
+    Shared with ``kvpool.impl`` (one definition of vLLM's event fields; the
+    differential test against vLLM checks it).
+    """
     extra: list[tuple[object, ...] | None] = []
     ahead: list[tuple[int, ...]] = []
     mm_idx = 0
     for i in positions:
-        keys_i, mm_idx = _event_extra_keys(ps, req, i * bs, i * bs + bs, mm_idx)
+        keys_i, mm_idx = _event_extra_keys(lookahead, req, i * bs, i * bs + bs, mm_idx)
         extra.append(keys_i)
-        ahead.append(req.all_token_ids[i * bs + bs : i * bs + bs + ps.lookahead])
+        ahead.append(req.all_token_ids[i * bs + bs : i * bs + bs + lookahead])
     return BlockStored(
         keys=tuple(keys),
         block_hashes=tuple(hashes),
@@ -200,12 +206,12 @@ def _stored(
         token_ids=req.all_token_ids[start:end],
         block_size=bs,
         lora_id=req.lora.adapter_id if req.lora else None,
-        medium=ps.medium,
+        medium=medium,
         lora_name=req.lora.name if req.lora else None,
         extra_keys=tuple(extra) if extra else None,
         group_idx=g,
         session_id=req.session_id,
-        lookahead_token_ids=tuple(ahead) if ps.lookahead else None,
+        lookahead_token_ids=tuple(ahead) if lookahead else None,
     )
 
 
@@ -248,30 +254,7 @@ def _op_cache_partial_block(world: World, op: CachePartialBlock) -> Outcome:
         world._drop_key(ps, b)  # a longer prefix replaces the shorter one
     _insert(ps, k, b, n)
     if ps.events_on and not held:
-        start = (m - 1) * hsz
-        mm_idx = 0
-        if start > 0 and req.mm and req.mm[-1].offset + req.mm[-1].length > start:
-            mm_idx = next(j for j, f in enumerate(req.mm) if f.offset + f.length > start)
-        extra, _ = _event_extra_keys(ps, req, start, n, mm_idx)
-        world._log(
-            ps,
-            BlockStored(
-                keys=(k,),
-                block_hashes=(h,),
-                parent_block_hash=parent,
-                token_ids=req.all_token_ids[start:n],
-                block_size=n - start,
-                lora_id=req.lora.adapter_id if req.lora else None,
-                medium=ps.medium,
-                lora_name=req.lora.name if req.lora else None,
-                extra_keys=(extra,),
-                group_idx=g,
-                session_id=req.session_id,
-                lookahead_token_ids=(req.all_token_ids[n : n + ps.lookahead],)
-                if ps.lookahead
-                else None,
-            ),
-        )
+        world._log(ps, partial_event(ps.lookahead, ps.medium, req, k, h, parent, n, hsz, g))
     return Outcome(value=k)
 
 
@@ -330,8 +313,46 @@ def _op_emit_cached_block_events(world: World, op: EmitCachedBlockEvents) -> Out
     # Consumers learn only keys some block holds (a sliding-window hit also names
     # positions that are null blocks; vLLM's event lists them, the view does not).
     held: list[Hashable] = [k for k in keys if k in ps.index]
-    world._log(ps, _stored(ps, req, held, hashes, None, list(range(n)), 0, n * bs, bs, g))
+    world._log(
+        ps,
+        stored_event(
+            ps.lookahead, ps.medium, req, held, hashes, None, list(range(n)), 0, n * bs, bs, g
+        ),
+    )
     return Outcome()
+
+
+def partial_event(
+    lookahead: int,
+    medium: str,
+    req: Request,
+    k: Hashable,
+    h: bytes,
+    parent: bytes | None,
+    n: int,
+    hsz: int,
+    g: int,
+) -> BlockStored:
+    """vLLM's BlockStored for a partial entry ``k`` at prefix ``n`` (its last hash unit)."""
+    start = n - hsz
+    mm_idx = 0
+    if start > 0 and req.mm and req.mm[-1].offset + req.mm[-1].length > start:
+        mm_idx = next(j for j, f in enumerate(req.mm) if f.offset + f.length > start)
+    extra, _ = _event_extra_keys(lookahead, req, start, n, mm_idx)
+    return BlockStored(
+        keys=(k,),
+        block_hashes=(h,),
+        parent_block_hash=parent,
+        token_ids=req.all_token_ids[start:n],
+        block_size=n - start,
+        lora_id=req.lora.adapter_id if req.lora else None,
+        medium=medium,
+        lora_name=req.lora.name if req.lora else None,
+        extra_keys=(extra,),
+        group_idx=g,
+        session_id=req.session_id,
+        lookahead_token_ids=(req.all_token_ids[n : n + lookahead],) if lookahead else None,
+    )
 
 
 def _extra_keys(
@@ -364,15 +385,15 @@ def _extra_keys(
 
 
 def _event_extra_keys(
-    ps: PoolState, req: Request, start: int, end: int, mm_idx: int
+    lookahead: int, req: Request, start: int, end: int, mm_idx: int
 ) -> tuple[tuple[object, ...] | None, int]:
     """A block's extra keys as vLLM's events publish them (tags dropped), and the next mm index.
 
     With lookahead the keys cover the lookahead tokens too, and the next block
     starts again at the first input that reaches past ``end``.
     """
-    if ps.lookahead:
-        keys, nxt = _extra_keys(req, start, end + ps.lookahead, mm_idx)
+    if lookahead:
+        keys, nxt = _extra_keys(req, start, end + lookahead, mm_idx)
         while nxt > 0 and req.mm[nxt - 1].offset + req.mm[nxt - 1].length > end:
             nxt -= 1
     else:

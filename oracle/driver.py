@@ -67,6 +67,7 @@ def by_keyword(factory: PoolFactory) -> PoolFactory:
 
     return build
 
+
 _KINDS = {k.value: k for k in ErrorKind}
 
 

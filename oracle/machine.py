@@ -260,6 +260,11 @@ _SNAPSHOT_FIELDS = (
     "consumer view",
     "watchers registered",
     "watchers fired",
+    "primary key token counts",
+    "further keys",
+    "hash block size",
+    "lookahead tokens",
+    "medium",
 )
 
 

@@ -662,8 +662,8 @@ VLLM_API_MUTANTS: tuple[Mutant, ...] = (
         ("INV-CACHE", "state differs"),
         pool=(
             (
-                "        if self._entries:\n            index = self._index\n",
-                "        if False:\n            index = self._index\n",
+                "        if self._entries:\n            for extra in self._entries.pop(",
+                "        if False:\n            for extra in self._entries.pop(",
             ),
         ),
     ),

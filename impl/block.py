@@ -1,8 +1,12 @@
 """The block: metadata for one fixed-size slab of KV-cache memory.
 
 Attribute names follow vLLM's ``KVCacheBlock`` so that code written against
-vLLM reads ours unchanged. ``block_hash`` is read-only: only the pool sets it
-(through ``cache_blocks``), because the cache index must agree with it (INV-CACHE).
+vLLM reads ours unchanged. ``block_hash`` (the block's primary key) and
+``block_hash_num_tokens`` (the prefix tokens it covers) are read-only properties.
+``set_block_hash`` and ``reset_hash`` work as vLLM's on a block that belongs to
+no pool; on a pool's block they are refused (``InvalidArgument``), because the
+pool's cache index must agree with every key its blocks hold (INV-CACHE): only
+the pool's own caching calls change a pooled block's keys.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import weakref
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
+
+from kvpool.spec.errors import AlreadyCached, InvalidArgument
 
 if TYPE_CHECKING:
     from .pool import BlockPool
@@ -23,6 +29,7 @@ class KVCacheBlock:
 
     __slots__ = (
         "_block_hash",
+        "_block_hash_num_tokens",
         "block_id",
         "is_null",
         "next_free_block",
@@ -41,6 +48,7 @@ class KVCacheBlock:
         self.block_id = block_id
         self.ref_cnt = ref_cnt
         self._block_hash: Hashable | None = None
+        self._block_hash_num_tokens: int | None = None
         self.prev_free_block: KVCacheBlock | None = None
         self.next_free_block: KVCacheBlock | None = None
         self.is_null = False
@@ -52,6 +60,31 @@ class KVCacheBlock:
     def block_hash(self) -> Hashable | None:
         """The cache key this block holds (set by ``cache_blocks``), or None."""
         return self._block_hash
+
+    @property
+    def block_hash_num_tokens(self) -> int | None:
+        """The number of prefix tokens the primary key covers (None: no key, or not recorded)."""
+        return self._block_hash_num_tokens
+
+    def set_block_hash(self, block_hash: Hashable, num_tokens: int | None = None) -> None:
+        """Give a block of no pool its primary key (refused on a pool's block, or a keyed one)."""
+        if self.pool is not None:
+            raise InvalidArgument(
+                f"block {self.block_id} belongs to a pool: only the pool's caching calls key it"
+            )
+        if self._block_hash is not None or self._block_hash_num_tokens is not None:
+            raise AlreadyCached(f"block {self.block_id} already holds key {self._block_hash!r}")
+        self._block_hash = block_hash
+        self._block_hash_num_tokens = num_tokens
+
+    def reset_hash(self) -> None:
+        """Forget a block of no pool's key (refused on a pool's block: its pool evicts it)."""
+        if self.pool is not None:
+            raise InvalidArgument(
+                f"block {self.block_id} belongs to a pool: evict it through the pool"
+            )
+        self._block_hash = None
+        self._block_hash_num_tokens = None
 
     def __repr__(self) -> str:
         prev_id = self.prev_free_block.block_id if self.prev_free_block is not None else None

@@ -65,6 +65,15 @@ def abstract(
         view=set(pool._event_view),
         registered=pool._watch_registered,
         fired=pool._watch_fired,
+        tokens={
+            b.block_id: b._block_hash_num_tokens
+            for b in blocks
+            if b._block_hash_num_tokens is not None
+        },
+        entries={bid: list(keys) for bid, keys in pool._entries.items()},
+        hash_block_size=pool.hash_block_size,
+        lookahead=pool.num_hash_lookahead_tokens,
+        medium=pool.medium,
     )
 
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .errors import ErrorKind
-from .events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
+from .events import AllBlocksCleared, BlockStored, Event, apply_event
+from .keys import removed
 from .ops import (
     BlockRef,
     CacheBlocks,
@@ -49,6 +50,10 @@ from .ops import (
 )
 
 NULL_BLOCK = 0
+DEFAULT_HASH_BLOCK_SIZE = 16
+"""``hash_block_size`` when none is given (vLLM requires one; 16 is its default block size)."""
+MEDIUM_GPU = "GPU"
+"""The storage medium vLLM's events report by default."""
 
 
 class TraceError(Exception):
@@ -115,9 +120,27 @@ class PoolState:
     """Watcher registrations ever made."""
     fired: int = 0
     """Watcher firings ever made."""
+    tokens: dict[int, int] = field(default_factory=dict)
+    """block -> prefix tokens its primary key covers (absent: none recorded, or no key)."""
+    entries: dict[int, list[Hashable]] = field(default_factory=dict)
+    """block -> its further keys (beyond ``key[b]``), oldest first; absent when it has none."""
+    hash_block_size: int = DEFAULT_HASH_BLOCK_SIZE
+    """The granularity of a request's ``block_hashes``."""
+    lookahead: int = 0
+    """``num_hash_lookahead_tokens``: tokens after each block that its hash also covers."""
+    medium: str = MEDIUM_GPU
+    """The storage medium events report."""
 
     @classmethod
-    def initial(cls, num_blocks: int, caching: bool = True, events: bool = False) -> PoolState:
+    def initial(
+        cls,
+        num_blocks: int,
+        caching: bool = True,
+        events: bool = False,
+        hash_block_size: int = DEFAULT_HASH_BLOCK_SIZE,
+        lookahead: int = 0,
+        medium: str = MEDIUM_GPU,
+    ) -> PoolState:
         """The pool as built: every non-null block free, in id order."""
         # TraceError guards (here, in World.pool and World.apply) reject malformed traces, not
         # pool calls: no golden vector can expect one; tests/test_oracle_vectors.py checks them.
@@ -132,6 +155,9 @@ class PoolState:
             free=OrderedDict.fromkeys(range(1, num_blocks)),
             index={},
             pending={},
+            hash_block_size=hash_block_size,
+            lookahead=lookahead,
+            medium=medium,
         )
 
     # Helpers below marked ``no cover`` are for callers (renderers, proofs, tests), not part
@@ -158,6 +184,11 @@ class PoolState:
             frozenset(self.view),
             self.registered,
             self.fired,
+            tuple(sorted(self.tokens.items())),
+            tuple(sorted((b, tuple(ks)) for b, ks in self.entries.items() if ks)),
+            self.hash_block_size,
+            self.lookahead,
+            self.medium,
         )
 
     # -- queries shared by operations and invariants --------------------------------
@@ -166,10 +197,17 @@ class PoolState:
         """Non-null blocks with ``ref_cnt > 0``, by INV-CONSERVE (O(1))."""
         return self.num_blocks - 1 - len(self.free)
 
+    def keys_of(self, b: int) -> list[Hashable]:
+        """Every key block ``b`` holds: its primary key first, then its further entries."""
+        k = self.key[b]
+        if k is None:
+            return []
+        return [k, *self.entries.get(b, ())]
+
     def describe(self) -> str:  # pragma: no cover
         """One line a person can read: the free queue, and who holds what."""
         used = [f"{b}x{r}" for b, r in enumerate(self.ref) if r and b != NULL_BLOCK]
-        keys = [f"{b}={k!r}" for b, k in enumerate(self.key) if k is not None]
+        keys = [f"{b}={self.keys_of(b)!r}" for b, k in enumerate(self.key) if k is not None]
         watch = [f"{b}:{ws}" for b, ws in self.pending.items()]
         return (
             f"free=[{' '.join(map(str, self.free))}] in_use=[{' '.join(used)}]"
@@ -284,16 +322,28 @@ class World:
             apply_event(ps.view, event)
 
     def _drop_key(self, ps: PoolState, b: int) -> None:
-        """Block ``b`` forgets its key; the key is announced removed if b was its last holder."""
-        k = ps.key[b]
-        if k is None:
-            return
+        """Block ``b`` forgets every key it holds (primary first, then its further entries).
+
+        Each key is announced removed if b was its last holder.
+        """
+        for k in self._unindex(ps, b):
+            self._log(ps, removed(k, ps.medium))
+
+    @staticmethod
+    def _unindex(ps: PoolState, b: int) -> list[Hashable]:
+        """Take every key of ``b`` out of the index; the keys nobody holds any more, in order."""
+        keys = ps.keys_of(b)
         ps.key[b] = None
-        holders = ps.index[k]
-        del holders[b]
-        if not holders:
-            del ps.index[k]
-            self._log(ps, BlockRemoved(k))
+        ps.tokens.pop(b, None)
+        ps.entries.pop(b, None)
+        gone: list[Hashable] = []
+        for k in keys:
+            holders = ps.index[k]
+            del holders[b]
+            if not holders:
+                del ps.index[k]
+                gone.append(k)
+        return gone
 
     # -- operations, one per bullet of the semantics ----------------------------------
 
@@ -456,6 +506,8 @@ class World:
             for b in holders:
                 ps.key[b] = None
         ps.index.clear()
+        ps.tokens.clear()
+        ps.entries.clear()
         fired = tuple(Firing(w, pi, b) for b, ws in ps.pending.items() for w in ws)
         ps.pending.clear()
         ps.fired += len(fired)

@@ -141,4 +141,4 @@ $(VLLM_STAMP): requirements-vllm.txt pyproject.toml
 vllm-env: $(VLLM_STAMP)  ## build/vllm-venv: vLLM 0.33.0 on CPU torch, kvpool installed editable (~3 GB)
 
 test-vllm: $(VLLM_STAMP)  ## vLLM's KVCacheManager and Scheduler on vLLM's pool and on kvpool's, compared
-	$(VLLM_BIN)/python -m pytest -q -p no:cacheprovider -c tests/vllm/pytest.ini tests/vllm docs/10-vllm.md
+	KVPOOL_VLLM_TESTS=1 $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/vllm docs/10-vllm.md

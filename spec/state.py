@@ -1,6 +1,6 @@
 """The abstract pool: its state, and the one entry point that applies an operation to it.
 
-Read this file next to ``shared/design/semantics.md``; each ``_op_*`` method is
+Read this file next to ``docs/semantics.md``; each ``_op_*`` method is
 one bullet of its "Operations" section, in the same words. The data structures
 are chosen so that every operation is O(1) amortised per block it names:
 

@@ -48,6 +48,15 @@ def pool_section(quick: bool) -> dict[str, Any]:
     return pool_vs_vllm.run(reps=3 if quick else 7, steps=5_000 if quick else 20_000)
 
 
+def vllm_paths_section(quick: bool) -> dict[str, Any]:
+    sys.path.insert(0, str(HERE))
+    import vllm_paths
+
+    result = vllm_paths.run(rounds=3 if quick else 7, steps=5_000 if quick else 20_000)
+    result["markdown"] = vllm_paths.markdown(result)
+    return result
+
+
 def walltime_section(quick: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     logs = REPO / "build"
@@ -185,6 +194,7 @@ def proofs_section(quick: bool) -> dict[str, Any]:
 
 SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "pool": pool_section,
+    "vllm_paths": vllm_paths_section,
     "oracle": oracle_section,
     "proofs": proofs_section,
     "walltime": walltime_section,
@@ -263,6 +273,25 @@ def render(results: dict[str, Any]) -> str:
             "(tracemalloc, after building a 100,000-block pool).",
             "",
             "![time per call against pool size](img/pool_vs_vllm.png)",
+            "",
+        ]
+    paths = results.get("vllm_paths")
+    if paths and paths.get("markdown"):
+        lines += [
+            "## vLLM's own call paths",
+            "",
+            "A serving trace of vLLM 0.33.0 API calls (`get_cached_block(hash, [0])`, `touch`, "
+            "`get_new_blocks`, `cache_full_blocks`, `free_blocks`, `unpin_blocks`) replayed on "
+            f"a fresh {paths['num_blocks']:,}-block pool of each kind, kvpool validating every "
+            f"call; {paths['rounds']} interleaved rounds, ratio kvpool / vLLM per round, "
+            "median shown (`.venv/bin/python benchmarks/vllm_paths.py`, or "
+            '`make bench BENCH_ARGS="--only vllm_paths"`). *lookup-heavy* requests walk long '
+            "cached prefixes. Per-call rows time each call on its own (the timer's cost, the "
+            "same on both sides, pulls them towards 1.0); *overall* replays the trace without "
+            "a timer inside the loop.",
+            "",
+            *measured(paths),
+            paths["markdown"],
             "",
         ]
     for name, title in (("oracle", "Oracle throughput"), ("proofs", "Proof reach")):

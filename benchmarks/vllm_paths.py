@@ -26,7 +26,7 @@ import json
 import random
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,10 +194,13 @@ class Row:
 
 def run(rounds: int = 7, num_blocks: int = 10_000, steps: int = 20_000) -> dict[str, Any]:
     module = _vllm_module()
-    kinds = {
-        "vllm": lambda: module.BlockPool(num_blocks, True, BLOCK),
-        "kvpool": lambda: KvpoolBlockPool(num_blocks, True, BLOCK),
-    }
+    def vllm_pool() -> Any:
+        return module.BlockPool(num_blocks, True, BLOCK)
+
+    def kvpool_pool() -> Any:
+        return KvpoolBlockPool(num_blocks, True, BLOCK)
+
+    kinds: dict[str, Callable[[], Any]] = {"vllm": vllm_pool, "kvpool": kvpool_pool}
     rows: list[Row] = []
     for mix in ("serving", "lookup-heavy"):
         actions = record(module, mix, num_blocks, steps)
@@ -213,7 +216,9 @@ def run(rounds: int = 7, num_blocks: int = 10_000, steps: int = 20_000) -> dict[
                 for c, t in replay_per_call(kinds[kind](), actions).items():
                     per[kind][c].append(t)
 
-        def row(call: str, ours: list[float], theirs: list[float], count: int) -> Row:
+        def row(
+            call: str, ours: list[float], theirs: list[float], count: int, mix: str = mix
+        ) -> Row:
             return Row(
                 mix,
                 call,

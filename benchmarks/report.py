@@ -52,7 +52,7 @@ def vllm_paths_section(quick: bool) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     import vllm_paths
 
-    result = vllm_paths.run(rounds=3 if quick else 7, steps=5_000 if quick else 20_000)
+    result = vllm_paths.run(rounds=3 if quick else 7, steps=3_000 if quick else 10_000)
     result["markdown"] = vllm_paths.markdown(result)
     return result
 

@@ -192,8 +192,9 @@ class Row:
         return statistics.median(self.ratios)
 
 
-def run(rounds: int = 7, num_blocks: int = 10_000, steps: int = 20_000) -> dict[str, Any]:
+def run(rounds: int = 7, num_blocks: int = 10_000, steps: int = 10_000) -> dict[str, Any]:
     module = _vllm_module()
+
     def vllm_pool() -> Any:
         return module.BlockPool(num_blocks, True, BLOCK)
 
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--blocks", type=int, default=10_000)
-    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     result = run(args.rounds, args.blocks, args.steps)

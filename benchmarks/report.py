@@ -293,6 +293,26 @@ def render(results: dict[str, Any]) -> str:
             *measured(paths),
             paths["markdown"],
             "",
+            "Where kvpool's time goes on the slower rows (profiled on this trace, 12-03):",
+            "",
+            "* `unpin_blocks`: vLLM stores one watcher per block id "
+            "(`_reuse_watchers[id] = on_reuse`); kvpool checks every entry "
+            "(`_materialise`, `_own`: ~17%), counts each block's listings in a `Counter` "
+            "to refuse an underflow before changing anything (~11%), and in its release "
+            "loop keeps a list of pending watchers per block, looked up with `dict.get` "
+            "and searched with a generator `any(w is on_reuse ...)` (~68%). Suggested: take "
+            "`free_blocks`' route (decrement in one pass, undo the decrements made so far "
+            "on an underflow, which keeps the state unchanged), test `pending[-1] is "
+            "on_reuse` before the search, and skip `_materialise` for a list as `touch` "
+            "does.",
+            "* `cache_full_blocks` on the lookup-heavy mix: two passes over the new "
+            "blocks (validate each with `_cacheable` and a `seen` set, then insert), where "
+            "vLLM makes one; a single pass that records what it inserted and undoes it on a "
+            "refusal would keep the guarantee.",
+            "* `touch`: its validation is already a single identity check per block; its "
+            "per-call ratios spread from 0.2 to 4 across rounds here, under load from "
+            "other jobs, so the median needs a run on a quiet machine before any change.",
+            "",
         ]
     for name, title in (("oracle", "Oracle throughput"), ("proofs", "Proof reach")):
         section = results.get(name)

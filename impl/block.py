@@ -12,13 +12,10 @@ the pool's own caching calls change a pooled block's keys.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from kvpool.spec.errors import AlreadyCached, InvalidArgument
-
-if TYPE_CHECKING:
-    from .pool import BlockPool
 
 
 class KVCacheBlock:
@@ -43,7 +40,7 @@ class KVCacheBlock:
         block_id: int,
         ref_cnt: int = 0,
         *,
-        pool: weakref.ref[BlockPool] | None = None,
+        pool: weakref.ref[Any] | None = None,
     ) -> None:
         self.block_id = block_id
         self.ref_cnt = ref_cnt
@@ -54,6 +51,8 @@ class KVCacheBlock:
         self.is_null = False
         # A weak reference, so that a pool is freed once nobody uses it, even
         # while requests still hold its blocks (their frees are then dropped).
+        # It says which pool to forward a free to; it proves nothing: a block is a
+        # pool's only if it is the very object ``pool.blocks[block_id]``.
         self.pool = pool
 
     @property
@@ -94,3 +93,7 @@ class KVCacheBlock:
             f"block_hash={self._block_hash!r}, prev_free_block={prev_id}, "
             f"next_free_block={next_id}{', is_null=True' if self.is_null else ''})"
         )
+
+
+Watcher = Callable[[KVCacheBlock], object]
+"""A reuse watcher (``unpin_blocks``' ``on_reuse``): called with the block when it is reused."""

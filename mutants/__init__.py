@@ -104,7 +104,7 @@ def _m(
 
 
 _FIRE_ON_HANDOUT = (
-    "        if self._watchers:\n            self._fire(self._detach_watchers(ret))\n"
+    "        if self._watchers:\n            self._fire(self._detach_watchers(ret), ret)\n"
 )
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -383,15 +383,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ("fired differs",),
         pool=(
             (
-                '                        exc, f"Exception in reuse watcher for block {block.block_id}",'  # noqa: E501
+                '                            exc, f"Exception in reuse watcher for block {block.block_id}",'  # noqa: E501
                 " watcher\n"
-                "                    )\n"
-                "                )\n",
-                '                        exc, f"Exception in reuse watcher for block {block.block_id}",'  # noqa: E501
+                "                        )\n"
+                "                    )\n",
+                '                            exc, f"Exception in reuse watcher for block {block.block_id}",'  # noqa: E501
                 " watcher\n"
+                "                        )\n"
                 "                    )\n"
-                "                )\n"
-                "                break\n",
+                "                    break\n",
             ),
         ),
     ),
@@ -494,13 +494,13 @@ MUTANTS: tuple[Mutant, ...] = (
         pool=(
             (
                 "        if not holders:\n"
-                "            del index[key]\n"
+                "            self._forget(key, holders)\n"
                 "            if self.enable_kv_cache_events:\n"
                 "                self._log(removed(key, self.medium))\n",
                 "        if self.enable_kv_cache_events:\n"
                 "            self._log(removed(key, self.medium))\n"
                 "        if not holders:\n"
-                "            del index[key]\n",
+                "            self._forget(key, holders)\n",
             ),
         ),
         caching=True,
@@ -524,8 +524,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("INV-LIST", "state differs"),
         pool=(
             (
-                "                if block.pool is me:\n                    ref_cnt = block.ref_cnt - 1\n",  # noqa: E501
-                "                if block.pool is me or (not block.is_null and block.pool() is not None):\n"  # noqa: E501
+                "                if ours:\n                    ref_cnt = block.ref_cnt - 1\n",
+                "                if ours or (not block.is_null and block.pool() is not None):\n"
                 "                    ref_cnt = block.ref_cnt - 1\n",
             ),
         ),
@@ -539,7 +539,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error kind differs",),
         pool=(
             (
-                "            if block.pool is not me:\n"
+                "            if owner is not self:\n"
                 '                raise ForeignBlock(f"block {block.block_id} belongs to another pool")\n'  # noqa: E501
                 "            out.append(block)",
                 "            out.append(block)",
@@ -582,8 +582,9 @@ MUTANTS: tuple[Mutant, ...] = (
         ("ERR-ATOMIC", "state differs"),
         pool=(
             (
-                "            self._undo_release(blocks, i)\n            raise InvalidArgument(",
-                "            raise InvalidArgument(",
+                "            self._undo_release(blocks, i)\n"
+                "            if not isinstance(exc, Exception):\n",
+                "            if not isinstance(exc, Exception):\n",
             ),
         ),
     ),
@@ -665,8 +666,8 @@ VLLM_API_MUTANTS: tuple[Mutant, ...] = (
         ("INV-CACHE", "state differs"),
         pool=(
             (
-                "        if self._entries:\n            for extra",
-                "        if False:\n            for extra",
+                "        if self._entries:\n            index = self._index\n",
+                "        if False:\n            index = self._index\n",
             ),
         ),
     ),

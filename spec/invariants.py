@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .state import NULL_BLOCK, PoolState, World
+from .state import NULL_BLOCK, PoolState, World, shown
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,20 @@ def inv_watch(ps: PoolState) -> list[Violation]:
     return out
 
 
+def same_key(a: object, b: object) -> bool:
+    """Whether two keys are the same key: identity first (so a NaN is itself), then ``==``.
+
+    A key whose ``__eq__`` raises or answers something that is not a bool is the same
+    only as itself: a check never fails because of what a key does.
+    """
+    if a is b:
+        return True
+    try:
+        return (a == b) is True
+    except Exception:
+        return False
+
+
 def inv_cache(ps: PoolState) -> list[Violation]:
     """INV-CACHE: block in index under k <=> k is one of the keys the block holds.
 
@@ -122,22 +136,26 @@ def inv_cache(ps: PoolState) -> list[Violation]:
             out.append(Violation("INV-CACHE", "further entries or a token count without a key", b))
             continue
         held = ps.keys_of(b)
-        if len(set(held)) != len(held):
-            out.append(Violation("INV-CACHE", f"holds a key twice: {held!r}", b))
+        if any(same_key(x, y) for i, x in enumerate(held) for y in held[i + 1 :]):
+            out.append(Violation("INV-CACHE", f"holds a key twice: {[shown(x) for x in held]}", b))
         for key in held:
             if b not in ps.index.get(key, ()):
                 out.append(
-                    Violation("INV-CACHE", f"holds key {key!r} but the index does not say so", b)
+                    Violation(
+                        "INV-CACHE", f"holds key {shown(key)} but the index does not say so", b
+                    )
                 )
     for b in list(ps.entries) + list(ps.tokens):
         if not 0 <= b < ps.num_blocks:
             out.append(Violation("INV-CACHE", "keys recorded for a non-block id", b))
     for key, holders in ps.index.items():
         if not holders:
-            out.append(Violation("INV-CACHE", f"key {key!r} is indexed with no block"))
+            out.append(Violation("INV-CACHE", f"key {shown(key)} is indexed with no block"))
         for b in holders:
-            if not 0 <= b < ps.num_blocks or key not in ps.keys_of(b):
-                out.append(Violation("INV-CACHE", f"indexed under {key!r} but does not hold it", b))
+            if not 0 <= b < ps.num_blocks or not any(same_key(x, key) for x in ps.keys_of(b)):
+                out.append(
+                    Violation("INV-CACHE", f"indexed under {shown(key)} but does not hold it", b)
+                )
     if not ps.caching and (ps.index or any(k is not None for k in ps.key)):
         out.append(Violation("INV-CACHE", "caching is off but something is cached"))
     return out
@@ -157,8 +175,8 @@ def inv_events(ps: PoolState) -> list[Violation]:
     keys = set(ps.index)
     if ps.view == keys:
         return []
-    missing = sorted(map(repr, keys - ps.view))
-    extra = sorted(map(repr, ps.view - keys))
+    missing = sorted(map(shown, keys - ps.view))
+    extra = sorted(map(shown, ps.view - keys))
     return [
         Violation(
             "INV-EVENTS",

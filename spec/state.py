@@ -55,6 +55,23 @@ DEFAULT_HASH_BLOCK_SIZE = 16
 MEDIUM_GPU = "GPU"
 """The storage medium vLLM's events report by default."""
 
+MAX_COUNT = 2**63 - 1
+"""The largest count or block id any pool reads (an int64). A larger int is ``InvalidArgument``:
+so is any int Python will not print (more than ``sys.get_int_max_str_digits()`` digits)."""
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)`` for a message: never raises (a huge int, a raising ``__repr__``)."""
+    if type(value) is int:
+        if value.bit_length() > 200:
+            return f"<an int of {value.bit_length()} bits>"
+        return repr(value)
+    try:
+        text = repr(value)
+    except BaseException:
+        return f"<{type(value).__name__} object>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
 
 class TraceError(Exception):
     """The operation cannot be applied at all: it names a pool that does not exist or is gone.
@@ -145,7 +162,7 @@ class PoolState:
         # TraceError guards (here, in World.pool and World.apply) reject malformed traces, not
         # pool calls: no golden vector can expect one; tests/test_oracle_vectors.py checks them.
         if type(num_blocks) is not int or num_blocks < 1:  # pragma: no cover
-            raise TraceError(f"num_blocks must be an int >= 1, got {num_blocks!r}")
+            raise TraceError(f"num_blocks must be an int >= 1, got {shown(num_blocks)}")
         return cls(
             num_blocks=num_blocks,
             caching=bool(caching),
@@ -282,7 +299,7 @@ class World:
             or not 0 <= entry.pool < len(self.pools)
             or not 0 <= entry.block < self.pools[entry.pool].num_blocks
         ):
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"{what} {entry!r} is not a block")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"{what} {shown(entry)} is not a block")
         return entry
 
     def _own_blocks(self, pi: int, entries: tuple[object, ...], null: str) -> list[int]:
@@ -351,10 +368,14 @@ class World:
         pi, n = op.pool, op.n
         ps = self.pool(pi)
         if type(n) is not int:
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"num_blocks must be an int, got {n!r}")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"num_blocks must be an int, got {shown(n)}")
         if n < 0:
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"num_blocks must be >= 0, got {n}")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"num_blocks must be >= 0, got {shown(n)}")
         if n > len(ps.free):
+            if n > MAX_COUNT:
+                raise _Refused(
+                    ErrorKind.INVALID_ARGUMENT, f"num_blocks {shown(n)} exceeds {MAX_COUNT}"
+                )
             raise _Refused(
                 ErrorKind.INSUFFICIENT_FREE_BLOCKS, f"Cannot get {n} free blocks from the pool"
             )
@@ -376,7 +397,8 @@ class World:
         self.pool(pi)
         if type(op.evict_first) is not bool:
             raise _Refused(
-                ErrorKind.INVALID_ARGUMENT, f"evict_first must be a bool, got {op.evict_first!r}"
+                ErrorKind.INVALID_ARGUMENT,
+                f"evict_first must be a bool, got {shown(op.evict_first)}",
             )
         # Group entries by owning pool, in first-seen order; skip null blocks and
         # blocks whose pool is gone.
@@ -427,7 +449,7 @@ class World:
         pi, w = op.pool, op.watcher
         ps = self.pool(pi)
         if type(w) is not int:
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"on_reuse must be callable, got {w!r}")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"on_reuse must be callable, got {shown(w)}")
         ids = self._own_blocks(pi, op.blocks, null="refuse")
         self._check_multiplicity(ps, ids, pi)
         released: list[int] = []
@@ -453,7 +475,9 @@ class World:
             )
         for k in op.keys:
             if k is None or not _hashable(k):
-                raise _Refused(ErrorKind.INVALID_ARGUMENT, f"key {k!r} is not a hashable non-None")
+                raise _Refused(
+                    ErrorKind.INVALID_ARGUMENT, f"key {shown(k)} is not a hashable non-None"
+                )
         if not ps.caching:
             raise _Refused(ErrorKind.CACHING_DISABLED, "prefix caching is disabled on this pool")
         ids = self._own_blocks(pi, op.blocks, null="refuse")
@@ -463,7 +487,7 @@ class World:
                 raise _Refused(ErrorKind.BLOCK_NOT_IN_USE, f"block {pi}:{b} has ref_cnt 0")
             if ps.key[b] is not None:
                 raise _Refused(
-                    ErrorKind.ALREADY_CACHED, f"block {pi}:{b} already holds key {ps.key[b]!r}"
+                    ErrorKind.ALREADY_CACHED, f"block {pi}:{b} already holds key {shown(ps.key[b])}"
                 )
             if b in seen:
                 raise _Refused(ErrorKind.INVALID_ARGUMENT, f"block {pi}:{b} is listed twice")
@@ -479,7 +503,7 @@ class World:
     def _op_get_cached_block(self, op: GetCachedBlock) -> Outcome:
         ps = self.pool(op.pool)
         if not _hashable(op.key):
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"key {op.key!r} is not hashable")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"key {shown(op.key)} is not hashable")
         holders = ps.index.get(op.key)
         return Outcome(value=next(iter(holders)) if holders else None)
 
@@ -489,7 +513,7 @@ class World:
             if type(i) is not int or not 0 <= i < ps.num_blocks:
                 raise _Refused(
                     ErrorKind.INVALID_ARGUMENT,
-                    f"block id {i!r} is not an int in 0..{ps.num_blocks - 1}",
+                    f"block id {shown(i)} is not an int in 0..{ps.num_blocks - 1}",
                 )
             if i == NULL_BLOCK:
                 raise _Refused(ErrorKind.NULL_BLOCK_MISUSE, "block id 0 is the null block")

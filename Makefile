@@ -120,3 +120,29 @@ contracts: $(STAMP)  ## CrossHair over the contract entry points (full profile, 
 
 contracts-hypothesis: $(STAMP)  ## the lockstep machine under Hypothesis's CrossHair backend vs random, per mutant
 	$(BIN)/python -m kvpool.contracts.hypothesis_mode --examples 30
+
+.PHONY: vllm-env test-vllm
+# A separate venv with vLLM 0.33.0 on CPU torch, for running vLLM's own KVCacheManager and
+# Scheduler on kvpool's pool (not part of `make test`; about 3 GB). TORCH_CPU names the CPU
+# build of torch: this machine's wheel store has 2.13.0+cpu; elsewhere use
+# TORCH_CPU='torch --index-url https://download.pytorch.org/whl/cpu'.
+VLLM_VENV   := build/vllm-venv
+VLLM_BIN    := $(VLLM_VENV)/bin
+VLLM_STAMP  := $(VLLM_VENV)/.installed-stamp
+TORCH_CPU   ?= torch==2.13.0+cpu
+
+$(VLLM_STAMP): requirements-vllm.txt pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install --quiet --upgrade pip
+	$(VLLM_BIN)/python -m pip install --quiet $(TORCH_CPU)
+	$(VLLM_BIN)/python -m pip install --quiet --no-deps vllm==0.33.0
+	$(VLLM_BIN)/python -m pip install --quiet -r requirements-vllm.txt
+	$(VLLM_BIN)/python -m pip install --quiet -e .
+	$(VLLM_BIN)/python -c "from vllm.v1.core.kv_cache_manager import KVCacheManager; \
+	  from vllm.v1.core.sched.scheduler import Scheduler; from vllm.v1.request import Request"
+	touch $(VLLM_STAMP)
+
+vllm-env: $(VLLM_STAMP)  ## build/vllm-venv: vLLM 0.33.0 on CPU torch, kvpool installed editable (~3 GB)
+
+test-vllm: $(VLLM_STAMP)  ## vLLM's KVCacheManager and Scheduler on vLLM's pool and on kvpool's, compared
+	KVPOOL_VLLM_TESTS=1 $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/vllm docs/10-vllm.md

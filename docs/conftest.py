@@ -8,6 +8,9 @@
   command must exit 0 unless its expected output ends with ``[exit N]``.
   A command may end in a here-document (``<<'EOF'`` ... ``EOF``).
 
+A block after ``<!-- skip: next if(not HAVE_VLLM, reason=...) -->`` needs vLLM: it is
+reported as skipped in ``make test`` and runs in ``make test-vllm`` (docs/10-vllm.md).
+
 Any other fence language is an error (``tests/test_docs_tools.py`` checks), so no
 block in docs/ escapes being run.
 """
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from sybil import Example, Sybil
 from sybil.evaluators.doctest import OutputChecker
-from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser
+from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
@@ -91,6 +94,7 @@ pytest_collect_file = Sybil(
     parsers=[
         PythonCodeBlockParser(doctest_optionflags=FLAGS),
         CodeBlockParser(language="console", evaluator=evaluate_console),
+        SkipParser(),
     ],
     patterns=["*.md"],
 ).pytest()

@@ -245,7 +245,8 @@ def encode(st: Stepper, ps: PoolState, c: ConcreteArgs) -> _Subst:
     put(s.L, len(ps.free))
     put(s.lo, 0)
     put(s.hi, len(ps.free) - 1)
-    put(s.clock, stamp)
+    # the clock is past every stamp the state holds: key, first-watcher and watcher order
+    put(s.clock, max(stamp, len(ps.pending), cfg.W) + 1)
     for kk in range(1, cfg.K + 1):
         put(s.view[kk - 1], key_name(kk) in ps.view)
     put(s.nev, len(ps.log))

@@ -63,7 +63,7 @@ def test_the_default_budget_catches_each_encoding_mutant_on_the_finite_reading(
     assert mism, f"{bug}: no mismatch in {done} pairs"
 
 
-@pytest.mark.parametrize("bug", ["touch-no-remove", "lifo-handout", "cached-newest"])
+@pytest.mark.parametrize("bug", ["touch-no-remove", "lifo-handout", "numfree-counts-null"])
 def test_the_unbounded_reading_catches_mutants_too(bug: str) -> None:
     done, mism = D.run(
         D.DEFAULT_BUDGET,

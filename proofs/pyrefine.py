@@ -766,3 +766,38 @@ def witness(method: str, L: int = 2, timeout_ms: int = 30000) -> Case | None:
         elif p == "blocks":
             args[p] = [_node_name(val(bl[i])) for i in range(val(m))]
     return Case(L, method, args, "witness")
+
+
+def rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
+    """The source proofs and their mutants: ``runner.ObligationResult(**row)`` rows."""
+    out = []
+    what = {
+        m: ch.what for m, ch in checks(Translation(real_source(), "FreeKVCacheBlockQueue")).items()
+    }
+    for r in prove(timeout_ms=timeout_ms):
+        out.append(
+            dict(
+                obligation=f"{r.op} refines seq, from source ({r.step})",
+                kind="refinement",
+                technique="refinement (from source)",
+                invariants=("INV-LIST",),
+                bounds=what[r.op],
+                status=r.status,
+                seconds=r.seconds,
+            )
+        )
+    for name, (idea, patches) in SOURCE_MUTANTS.items():
+        row, case = refute(patches, timeout_ms)
+        out.append(
+            dict(
+                obligation=f"free_queue.py refines seq [{name}]",
+                kind="mutant",
+                technique="refinement (from source)",
+                invariants=("INV-LIST",),
+                bounds=idea,
+                status="expected-refuted" if row is not None else "NOT-refuted",
+                seconds=row.seconds if row is not None else 0.0,
+                trace=[str(case)] if case else [],
+            )
+        )
+    return out

@@ -70,7 +70,12 @@ def test_encoding_agrees_with_the_executable_spec() -> None:
 
 
 def test_differential_catches_a_wrong_encoding() -> None:
-    _, mism = differential.run(40, seed=3, sizes=(4,), bugs=frozenset(["lifo-handout"]))
+    _, mism = differential.run(
+        40,
+        seed=differential.DEFAULT_SEED,
+        sizes=differential.DEFAULT_SIZES,
+        bugs=frozenset(["lifo-handout"]),
+    )
     assert mism
 
 

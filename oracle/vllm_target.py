@@ -25,6 +25,7 @@ import contextlib
 import importlib
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -38,6 +39,7 @@ from kvpool.spec.errors import InvalidArgument
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
 from kvpool.spec.state import PoolState
 
+from .exits import BadInput
 from .workload import FakeRequest
 
 DEFAULT_VLLM_VERSION = "0.33.0"
@@ -72,30 +74,60 @@ def _find_wheel(where: Path, version: str) -> Path | None:
     return wheels[0] if wheels else None
 
 
+class NoSuchRelease(VllmUnavailable, BadInput):
+    """The registry has no vLLM release of that version (a usage error, exit 2)."""
+
+
+_MISSING = ("No matching distribution", "Could not find a version")
+
+
 def fetch_sources(version: str = DEFAULT_VLLM_VERSION, *, quiet: bool = True) -> Path:
-    """The directory holding vLLM ``version``'s block-pool sources, downloading once."""
+    """The directory holding vLLM ``version``'s block-pool sources, downloading once.
+
+    Only the two source files are kept: the wheel (230-490 MB) is downloaded into a
+    scratch directory of the cache, the two files are extracted, and the wheel is
+    deleted. A wheel left over by an older kvpool is deleted once its files are out.
+    """
     root = cache_dir() / f"vllm-{version}"
     src = root / "src"
-    if all((src / f).is_file() for f in FILES):
-        return src
     wheels = root / "wheels"
+    if all((src / f).is_file() for f in FILES):
+        shutil.rmtree(wheels, ignore_errors=True)
+        return src
     wheels.mkdir(parents=True, exist_ok=True)
-    wheel = _find_wheel(wheels, version)
-    if wheel is None:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-        cmd += ["--dest", str(wheels), f"vllm=={version}"]
-        if quiet:
-            cmd.append("--quiet")
-        done = subprocess.run(cmd, capture_output=quiet, text=True, check=False)
+    try:
         wheel = _find_wheel(wheels, version)
-        if done.returncode != 0 or wheel is None:
-            detail = (done.stderr or "")[-2000:] if quiet else ""
-            raise VllmUnavailable(f"pip download vllm=={version} failed: {detail}")
-    with zipfile.ZipFile(wheel) as archive:
-        for name in FILES:
-            target = src / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(archive.read(name))
+        if wheel is None:
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--no-cache-dir",
+            ]
+            cmd += ["--ignore-requires-python", "--dest", str(wheels), f"vllm=={version}"]
+            if quiet:
+                cmd.append("--quiet")
+            done = subprocess.run(cmd, capture_output=quiet, text=True, check=False)
+            wheel = _find_wheel(wheels, version)
+            if done.returncode != 0 or wheel is None:
+                detail = (done.stderr or "")[-2000:] if quiet else ""
+                if any(m in detail for m in _MISSING):
+                    raise NoSuchRelease(f"no vLLM release {version!r} on the registry")
+                raise VllmUnavailable(f"pip download vllm=={version} failed: {detail}")
+        with zipfile.ZipFile(wheel) as archive:
+            names = set(archive.namelist())
+            missing = [n for n in FILES if n not in names]
+            if missing:
+                raise VllmUnavailable(f"vLLM {version}'s wheel has no {', '.join(missing)}")
+            for name in FILES:
+                target = src / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(name))
+    finally:
+        shutil.rmtree(wheels, ignore_errors=True)
     return src
 
 

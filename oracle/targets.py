@@ -86,6 +86,8 @@ class Target:
     skipped: list[str] = field(default_factory=list)
     """What is not tested, and why (capabilities it lacks, state it does not expose)."""
     close: Callable[[], None] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """Run settings its capabilities fix (``events``/``caching`` off); options override."""
 
 
 ALL_CAPS = frozenset([*METHODS, EVICT_FIRST, DROP_POOL, MULTI_POOL])
@@ -237,12 +239,16 @@ def _state_reader(pool: Any) -> Callable[[Driver, int], PoolState] | None:
     """How to read a pool of this kind as a spec state, or None when it exposes nothing."""
     from kvpool.impl.bridge import abstract
 
-    from .vllm_target import VllmPool, vllm_state
+    from .vllm_target import VLLM_LAYOUT, VllmPool, decoded_state, vllm_state
 
     if hasattr(pool, "kvpool_state"):
         return lambda d, i: d.pool(i).kvpool_state()
     if isinstance(pool, VllmPool):
-        return lambda d, i: vllm_state(d.pool(i))
+        if hasattr(pool.inner, "kvpool_state"):  # a fork that says what its state is
+            return lambda d, i: decoded_state(d.pool(i))
+        if all(hasattr(pool.inner, a) for a in VLLM_LAYOUT):
+            return lambda d, i: vllm_state(d.pool(i))
+        return None
     if all(hasattr(pool, a) for a in ("_index", "_watchers", "free_block_queue", "_events")):
         return lambda d, i: abstract(d.pool(i))
     return None
@@ -260,34 +266,69 @@ def _invariant_reader(pool: Any) -> Callable[[Driver, int], list[Violation]] | N
 
 
 def _capabilities(pool: Any) -> frozenset[str]:
-    caps = {cap for cap, meth in METHODS.items() if callable(getattr(pool, meth, None))}
-    free = getattr(pool, "free_blocks", None)
-    if free is not None:
+    """What ``pool`` can do, asked of the pool class itself.
+
+    An adapter in front of a class (:class:`~.vllm_target.VllmPool`) says which of its
+    methods the class behind it backs (``kvpool_methods()``), whether its ``free_blocks``
+    takes ``evict_first`` and whether its blocks can be freed into another pool; any
+    other pool is probed directly.
+    """
+    backed = getattr(pool, "kvpool_methods", None)
+    methods = backed() if callable(backed) else None
+    caps = {
+        cap
+        for cap, meth in METHODS.items()
+        if callable(getattr(pool, meth, None)) and (methods is None or meth in methods)
+    }
+    asked = getattr(pool, "kvpool_evict_first", None)
+    if callable(asked):
+        if asked():
+            caps.add(EVICT_FIRST)
+    elif (free := getattr(pool, "free_blocks", None)) is not None:
         try:
             if "evict_first" in inspect.signature(free).parameters:
                 caps.add(EVICT_FIRST)
         except (TypeError, ValueError):
             pass
-    caps.update((DROP_POOL, MULTI_POOL))
+    multi = getattr(pool, "kvpool_multi_pool", None)
+    if not callable(multi) or multi():
+        caps.update((DROP_POOL, MULTI_POOL))
     return frozenset(caps)
 
 
-def _python_factory(obj: Any) -> PoolFactory:
-    from .vllm_target import VllmPool, _Codec
+def _defaults(caps: frozenset[str]) -> dict[str, Any]:
+    """Run settings the target's capabilities fix: no events without ``take_events``, no
+    caching without a prefix cache (``kvpool conform --events/--caching`` override)."""
+    out: dict[str, Any] = {}
+    if "TakeEvents" not in caps:
+        out["events"] = False
+    if "CacheBlocks" not in caps and "GetCachedBlock" not in caps:
+        out["caching"] = False
+    return out
 
-    if (
+
+def _vllm_shaped(obj: Any) -> bool:
+    """A vLLM-API class (a release, a fork, a subclass): it caches with ``cache_full_blocks``."""
+    return (
         inspect.isclass(obj)
-        and hasattr(obj, "cache_full_blocks")
+        and callable(getattr(obj, "cache_full_blocks", None))
         and not hasattr(obj, "cache_blocks")
-    ):  # vLLM's own class (or a fork of it): drive its prefix cache through its methods
-        module = sys.modules[obj.__module__]
+    )
+
+
+def _python_factory(obj: Any) -> PoolFactory:
+    from .vllm_target import VllmPool, _Codec, probe_api
+
+    if _vllm_shaped(obj):  # drive its prefix cache through its own methods
+        module = sys.modules.get(obj.__module__)
+        namespace = types_namespace(obj, module)
+        api = probe_api(obj)  # the class itself, not the adapter in front of it
         codec = _Codec()
 
         def vllm_like(n: int, caching: bool, events: bool) -> Any:
-            pool = VllmPool.__new__(VllmPool)
-            VllmPool.__init__(pool, types_namespace(obj, module), n, caching, events, codec)
-            return pool
+            return VllmPool(namespace, n, caching, events, codec, api)
 
+        vllm_like.__name__ = getattr(obj, "__name__", "vllm_like")
         return vllm_like
 
     def factory(n: int, caching: bool, events: bool) -> Any:
@@ -300,7 +341,7 @@ def types_namespace(cls: Any, module: Any) -> Any:
     """A namespace whose ``BlockPool`` is ``cls`` (what :class:`VllmPool` builds from)."""
     import types
 
-    ns = types.SimpleNamespace(BlockPool=cls, __dict__={})
+    ns = types.SimpleNamespace(BlockPool=cls)
     ns.__dict__["__kvpool_version__"] = getattr(module, "__version__", cls.__name__)
     return ns
 
@@ -373,6 +414,7 @@ def _probed(name: str, factory: PoolFactory) -> Target:
         state_check=reader,
         target_invariants=inv,
         skipped=describe_skips(caps, reader is not None),
+        defaults=_defaults(caps),
     )
 
 

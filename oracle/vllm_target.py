@@ -516,6 +516,7 @@ class VllmPool:
         self.enable_kv_cache_events = enable_kv_cache_events
         self.fired = 0
         self.taken_view: set[Hashable] = set()
+        self._counted: dict[int, _Counted] = {}
 
     def kvpool_methods(self) -> frozenset[str]:
         """The adapter methods that work: those whose vLLM method the class has."""
@@ -543,7 +544,11 @@ class VllmPool:
         self.inner.touch((blocks,) if self.api.touch_per_group else blocks)
 
     def unpin_blocks(self, blocks: list[Any], on_reuse: Any) -> None:
-        fn = _Counted(on_reuse, self) if callable(on_reuse) else on_reuse
+        fn = on_reuse
+        if callable(on_reuse):  # one wrapper per watcher: the pool sees the same object
+            fn = self._counted.get(id(on_reuse))
+            if fn is None or fn.fn is not on_reuse:
+                fn = self._counted[id(on_reuse)] = _Counted(on_reuse, self)
         self.inner.unpin_blocks(blocks, fn)
 
     def reset_prefix_cache(self) -> bool:
@@ -669,7 +674,11 @@ def vllm_state(pool: VllmPool) -> PoolState:
     inner, codec = pool.inner, pool.codec
     blocks = inner.blocks
     watchers = getattr(inner, "_reuse_watchers", None) or {}  # from 0.30
-    pending = {bid: [_watcher_id(w)] for bid, w in watchers.items()}
+    pending = {  # vLLM keeps one watcher per block; a fork may keep a list
+        bid: [_watcher_id(x) for x in (w if isinstance(w, list | tuple) else [w])]
+        for bid, w in watchers.items()
+    }
+    pending = {bid: ws for bid, ws in pending.items() if ws}
     events_on = bool(getattr(inner, "enable_kv_cache_events", False))
     queue = getattr(inner, "kv_event_queue", None) or []
     log = [pool.translate(e) for e in queue] if events_on else []
@@ -687,7 +696,7 @@ def vllm_state(pool: VllmPool) -> PoolState:
         pending=pending,
         log=log,
         view=view,
-        registered=pool.fired + len(pending),
+        registered=pool.fired + sum(len(ws) for ws in pending.values()),
         fired=pool.fired,
     )
 

@@ -255,6 +255,18 @@ def _state_reader(pool: Any) -> Callable[[Driver, int], PoolState] | None:
 
 
 def _invariant_reader(pool: Any) -> Callable[[Driver, int], list[Violation]] | None:
+    from .vllm_target import VLLM_LAYOUT, VllmPool, vllm_list_violations, vllm_state
+
+    if (
+        isinstance(pool, VllmPool)
+        and not hasattr(pool.inner, "kvpool_state")
+        and all(hasattr(pool.inner, a) for a in VLLM_LAYOUT)
+    ):  # the spec's INV-* on its state, and the free list's own shape
+
+        def vllm_inv(d: Driver, i: int) -> list[Violation]:
+            return vllm_list_violations(d.pool(i)) + check_pool(vllm_state(d.pool(i)))
+
+        return vllm_inv
     if hasattr(pool, "check_invariants") and hasattr(pool, "_index"):
         from kvpool.impl.bridge import check_invariants
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from kvpool.spec.errors import InvalidArgument
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
+from kvpool.spec.invariants import Violation
 from kvpool.spec.state import PoolState
 
 from .exits import BadInput
@@ -359,9 +360,25 @@ def _params(fn: Any) -> list[inspect.Parameter]:
     return ps[1:] if ps and ps[0].name == "self" else ps
 
 
+_INIT_KEYWORDS = frozenset({"hash_block_size", "enable_kv_cache_events"})
+
+
+def _init_params(cls: Any) -> set[str]:
+    """``__init__``'s parameter names; through a ``*args, **kwargs`` wrapper (a plugin's
+    patch), those of the first ``__init__`` up the class's MRO that names them."""
+    for klass in getattr(cls, "__mro__", (cls,)):
+        init = klass.__dict__.get("__init__", None) if klass is not cls else cls.__init__
+        if init is None:
+            continue
+        ps = _params(init)
+        if not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in ps):
+            return {p.name for p in ps}
+    return set(_INIT_KEYWORDS)  # only a wrapper to see: assume the current keywords
+
+
 def probe_api(cls: Any) -> VllmApi:
     """The API epoch of a vLLM-shaped class, from its signatures and attributes."""
-    init = {p.name for p in _params(cls.__init__)}
+    init = _init_params(cls)
     touch = _params(getattr(cls, "touch", None))
     note = str(touch[0].annotation).replace(" ", "") if touch else ""
     per_group = note.startswith(("tuple[", "Tuple[", "typing.Tuple[")) or note.startswith(
@@ -632,19 +649,43 @@ def _watcher_id(fn: Any) -> int:
     return wid if type(wid) is int else id(fn)
 
 
-def _free_ids(inner: Any, limit: int) -> OrderedDict[int, None]:
-    """The free queue, head first: a queue with sentinels (from ~0.9) or a head pointer."""
-    free: OrderedDict[int, None] = OrderedDict()
+def _walk_free(inner: Any) -> tuple[list[int], int | None]:
+    """The free queue head first, as walked (a block may show twice in a broken list),
+    and the pool's own free count (None if it keeps none). The walk stops after N + 1
+    nodes, so a cycle cannot hang the oracle. Sentinel nodes (from ~0.9), or a head
+    pointer (0.8)."""
     queue = inner.free_block_queue
     head = getattr(queue, "fake_free_list_head", None)
     if head is not None:
         node, tail = head.next_free_block, queue.fake_free_list_tail
     else:
         node, tail = getattr(queue, "free_list_head", None), None
-    while node is not None and node is not tail and len(free) <= limit:
-        free[node.block_id] = None
+    walked: list[int] = []
+    while node is not None and node is not tail and len(walked) <= len(inner.blocks):
+        walked.append(node.block_id)
         node = node.next_free_block
-    return free
+    count = getattr(queue, "num_free_blocks", None)
+    return walked, count if type(count) is int else None
+
+
+def _free_ids(inner: Any) -> OrderedDict[int, None]:
+    return OrderedDict.fromkeys(_walk_free(inner)[0])
+
+
+def vllm_list_violations(pool: VllmPool) -> list[Violation]:
+    """What a free queue's shape breaks beyond the spec state: a block linked twice (or a
+    cycle), or a free count that is not the list's length (INV-FREE)."""
+    walked, count = _walk_free(pool.inner)
+    out = []
+    seen: set[int] = set()
+    for bid in walked:
+        if bid in seen:
+            out.append(Violation("INV-FREE", "the free list reaches it twice", block=bid))
+            break
+        seen.add(bid)
+    if count is not None and count != len(walked):
+        out.append(Violation("INV-FREE", f"free count {count} but {len(walked)} in the list"))
+    return out
 
 
 def _holder_ids(held: Any) -> list[int]:
@@ -691,7 +732,7 @@ def vllm_state(pool: VllmPool) -> PoolState:
         events_on=events_on,
         ref=[b.ref_cnt for b in blocks],
         key=[None if b.block_hash is None else codec.decode(b.block_hash) for b in blocks],
-        free=_free_ids(inner, len(blocks)),
+        free=_free_ids(inner),
         index=_index(inner, codec),
         pending=pending,
         log=log,
@@ -708,7 +749,16 @@ def decoded_state(pool: VllmPool) -> PoolState:
     ps.key = [None if k is None else dec(k) for k in ps.key]
     ps.index = {dec(k): v for k, v in ps.index.items()}
     ps.log = [e if isinstance(e, Event) else pool.translate(e) for e in ps.log]
-    ps.view = {dec(k) for k in ps.view}
+    # watchers may be given as the objects the adapter passed: name them as the oracle does
+    ps.pending = {
+        b: [w if type(w) is int else _watcher_id(w) for w in ws] for b, ws in ps.pending.items()
+    }
+    # what only the adapter knows: the keys taken events announced, and the firings
+    ps.view = set(pool.taken_view)
+    for e in ps.log:
+        apply_event(ps.view, e)
+    ps.fired = pool.fired
+    ps.registered = pool.fired + sum(len(ws) for ws in ps.pending.values())
     return ps
 
 

@@ -126,6 +126,16 @@ def main() -> None:
     help="pools per example; 1 turns off cross-pool frees and DropPool",
 )
 @click.option(
+    "--events/--no-events",
+    default=None,
+    help="KV events on/off in every pool (default: drawn per pool; off without take_events)",
+)
+@click.option(
+    "--caching/--no-caching",
+    default=None,
+    help="prefix caching on/off in every pool (default: drawn; off without a prefix cache)",
+)
+@click.option(
     "--json",
     "json_file",
     type=click.Path(dir_okay=False),
@@ -147,11 +157,18 @@ def conform_cmd(
     max_blocks: int,
     skip: tuple[str, ...],
     max_pools: int,
+    events: bool | None,
+    caching: bool | None,
     json_file: str | None,
     save_trace: str | None,
 ) -> None:
     """Search for the shortest trace on which TARGET parts from the spec."""
     target = _target(target_name, skip)
+    chosen = {k: v for k, v in (("events", events), ("caching", caching)) if v is not None}
+    settings = {**target.defaults, **chosen}
+    for name, value in sorted(settings.items()):
+        why = "option" if name in chosen else "the target cannot do otherwise"
+        console.print(f"  {name} {'on' if value else 'off'} in every pool ({why})")
     console.print(
         f"[bold]kvpool conform[/bold] {target.name} at [bold]{level}[/bold]: "
         f"{examples} examples of up to {steps} calls"
@@ -159,7 +176,9 @@ def conform_cmd(
     for s in target.skipped:
         console.print(f"  [yellow]skipped[/yellow] {s}")
     with console.status("searching (then shrinking any failure)..."):
-        report = conform(target, level, examples, seed, steps, max_blocks, max_pools=max_pools)
+        report = conform(
+            target, level, examples, seed, steps, max_blocks, max_pools=max_pools, **chosen
+        )
     if report.conforms:
         console.print(
             f"[green]conforms[/green] at {level}: no violation in {examples} "

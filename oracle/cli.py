@@ -166,13 +166,13 @@ def conform_cmd(
     target = _target(target_name, skip)
     chosen = {k: v for k, v in (("events", events), ("caching", caching)) if v is not None}
     settings = {**target.defaults, **chosen}
-    for name, value in sorted(settings.items()):
-        why = "option" if name in chosen else "the target cannot do otherwise"
-        console.print(f"  {name} {'on' if value else 'off'} in every pool ({why})")
     console.print(
         f"[bold]kvpool conform[/bold] {target.name} at [bold]{level}[/bold]: "
         f"{examples} examples of up to {steps} calls"
     )
+    for name, value in sorted(settings.items()):
+        why = "option" if name in chosen else "the target cannot do otherwise"
+        console.print(f"  {name} {'on' if value else 'off'} in every pool ({why})")
     for s in target.skipped:
         console.print(f"  [yellow]skipped[/yellow] {s}")
     with console.status("searching (then shrinking any failure)..."):

@@ -116,3 +116,9 @@ contracts: $(STAMP)  ## CrossHair over the contract entry points (full profile, 
 
 contracts-hypothesis: $(STAMP)  ## the lockstep machine under Hypothesis's CrossHair backend vs random, per mutant
 	$(BIN)/python -m kvpool.contracts.hypothesis_mode --examples 30
+
+.PHONY: conform-releases
+
+conform-releases: $(STAMP)  ## every vLLM release 0.8.0..newest (downloads each wheel once, keeps 2 files): safety+exact matrix into docs/matrix.md and docs/errata.md
+	-$(BIN)/kvpool matrix --from 0.8.0 --to latest --level safety --level exact --examples $(or $(MATRIX_EXAMPLES),30) --json build/matrix.json
+	$(BIN)/python -m pytest -q -n 0 tests/releases/check_every_release.py

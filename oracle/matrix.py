@@ -228,10 +228,21 @@ def _anchor(release: str, level: str) -> str:
     return "m-" + release.replace(".", "-") + "-" + level
 
 
+_FIELD = re.compile(r"^state differs: pool \d+: ([a-z _-]+):")
+
+
+def kind(cell: Cell) -> str:
+    """A finding's rule, with the state field for ``state differs`` (what groups rows)."""
+    if cell.conforms:
+        return "conforms"
+    m = _FIELD.match(cell.message)
+    return f"{cell.rule} ({m.group(1)})" if m else str(cell.rule)
+
+
 def _signature(r: Row, levels: list[str]) -> tuple[Any, ...]:
     if not r.loaded:
         return ("cannot load",)
-    return tuple((lv, r.cells[lv].rule) for lv in levels)
+    return tuple((lv, kind(r.cells[lv])) for lv in levels)
 
 
 def render_errata(rows: list[Row], levels: list[str]) -> str:
@@ -260,7 +271,8 @@ def render_errata(rows: list[Row], levels: list[str]) -> str:
             if c.conforms:
                 cells.append("conforms")
             else:
-                cells.append(f"[{c.short()}](matrix.md#{_anchor(first.release, lv)})")
+                text = kind(c) + c.short()[len(str(c.rule)) :]
+                cells.append(f"[{text}](matrix.md#{_anchor(first.release, lv)})")
         out.append(f"| {span} | " + " | ".join(cells) + " |")
     out += ["", END]
     return "\n".join(out)
@@ -296,6 +308,19 @@ def to_json(rows: list[Row]) -> list[dict[str, Any]]:
         }
         for r in rows
     ]
+
+
+def rows_from_json(data: list[dict[str, Any]]) -> list[Row]:
+    """The rows a ``--json`` file holds (to re-render the pages without re-running)."""
+    rows = []
+    for r in data:
+        row = Row(r["release"], r["loaded"], r.get("error", ""), r.get("api", ""))
+        for lv, c in r.get("cells", {}).items():
+            row.cells[lv] = Cell(
+                lv, c["conforms"], c["rule"], c["message"], c["trace"], c["replays"], c["seconds"]
+            )
+        rows.append(row)
+    return rows
 
 
 def write_pages(

@@ -329,33 +329,15 @@ def _vllm_shaped(obj: Any) -> bool:
 
 
 def _python_factory(obj: Any) -> PoolFactory:
-    from .vllm_target import VllmPool, _Codec, probe_api
-
     if _vllm_shaped(obj):  # drive its prefix cache through its own methods
-        module = sys.modules.get(obj.__module__)
-        namespace = types_namespace(obj, module)
-        api = probe_api(obj)  # the class itself, not the adapter in front of it
-        codec = _Codec()
+        from .vllm_target import class_factory
 
-        def vllm_like(n: int, caching: bool, events: bool) -> Any:
-            return VllmPool(namespace, n, caching, events, codec, api)
-
-        vllm_like.__name__ = getattr(obj, "__name__", "vllm_like")
-        return vllm_like
+        return class_factory(obj)
 
     def factory(n: int, caching: bool, events: bool) -> Any:
         return obj(n, enable_caching=caching, enable_kv_cache_events=events)
 
     return factory
-
-
-def types_namespace(cls: Any, module: Any) -> Any:
-    """A namespace whose ``BlockPool`` is ``cls`` (what :class:`VllmPool` builds from)."""
-    import types
-
-    ns = types.SimpleNamespace(BlockPool=cls)
-    ns.__dict__["__kvpool_version__"] = getattr(module, "__version__", cls.__name__)
-    return ns
 
 
 def describe_skips(caps: frozenset[str], state: bool) -> list[str]:

@@ -762,6 +762,24 @@ def decoded_state(pool: VllmPool) -> PoolState:
     return ps
 
 
+def class_factory(cls: Any) -> Callable[[int, bool, bool], VllmPool]:
+    """``factory(num_blocks, caching, events)`` driving any vLLM-API class (a release's, a
+    fork's, a subclass, kvpool's own pool with vLLM's API) through :class:`VllmPool`,
+    with its :class:`VllmApi` probed once on the class itself."""
+    module = sys.modules.get(getattr(cls, "__module__", ""), None)
+    namespace = types.SimpleNamespace(BlockPool=cls)
+    label = getattr(module, "__kvpool_version__", None) or getattr(cls, "__qualname__", "?")
+    namespace.__dict__["__kvpool_version__"] = label
+    api = probe_api(cls)
+    codec = _Codec()
+
+    def factory(num_blocks: int, caching: bool, events: bool) -> VllmPool:
+        return VllmPool(namespace, num_blocks, caching, events, codec, api)
+
+    factory.__name__ = getattr(cls, "__name__", "vllm_like")
+    return factory
+
+
 def vllm_factory(version: str = DEFAULT_VLLM_VERSION) -> Callable[[int, bool, bool], VllmPool]:
     """``factory(num_blocks, caching, events)`` building vLLM ``version``'s real pools."""
     module = load_vllm(version)

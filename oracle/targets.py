@@ -14,7 +14,11 @@ A Python target needs no adapter code when it keeps vLLM's API:
 ``.blocks`` (objects with ``block_id``) and the methods below. Methods it lacks are
 *capabilities* it lacks; the oracle tests what exists and says what it skipped. A pool
 that is vLLM's own class (it has ``cache_full_blocks`` but no ``cache_blocks``) is
-wrapped in the same adapter as the ``vllm`` target. To let the oracle compare the whole
+wrapped in the same adapter as the ``vllm`` target (:func:`~.vllm_target.class_factory`),
+whose API epoch and capabilities are probed on the class itself, not on the adapter.
+Without ``take_events`` a run has events off, without a prefix cache caching off, and
+when its blocks do not know their pool one pool per run (``kvpool conform --events``,
+``--caching``, ``--max-pools`` override). To let the oracle compare the whole
 state and check every INV-* on the target, a pool may also offer
 ``kvpool_state() -> kvpool.spec.PoolState``; pools built like kvpool.impl (``_index``,
 ``_watchers``) and like vLLM (``cached_block_hash_to_block``) are read without it.

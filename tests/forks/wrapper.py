@@ -7,7 +7,10 @@ every call on all of them; its ``blocks`` are the first device's. It offers
 Seeded bug: ``reset_prefix_cache`` asks whether every block is free by comparing the
 *sum* of the sub-pools' free counts with one pool's ``num_gpu_blocks - 1``, so with two
 sub-pools it can never succeed. Found at ``exact`` (``result differs: value`` on
-``reset_prefix_cache`` with every block free).
+``reset_prefix_cache`` with every block free). A second, unseeded, bug of the shape: a
+block of another wrapper is looked up by id in this wrapper's mirror sub-pool, which the
+oracle meets first when it builds several pools (``target crashed`` on a cross-pool
+``free_blocks``); ``--max-pools 1`` leaves it out.
 """
 
 from __future__ import annotations

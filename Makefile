@@ -60,8 +60,12 @@ play: $(STAMP)  ## step through pool operations on the spec and the reference po
 
 .PHONY: fuzz mutation
 
-fuzz: $(STAMP)  ## long lockstep campaign (profile deep) on every core; resumes from .hypothesis/examples
+FUZZ_CALLS ?= 1000000
+
+fuzz: $(STAMP)  ## long lockstep campaign (profile deep), then the stress harness: FUZZ_CALLS mixed calls, under python and python -O
 	KVPOOL_PROFILE=deep $(BIN)/python -m pytest -p xdist -n auto -q tests/test_lockstep.py
+	$(BIN)/python tests/stress.py --calls $(FUZZ_CALLS) --runs 10 --seed 0
+	$(BIN)/python -O tests/stress.py --calls $(FUZZ_CALLS) --runs 10 --seed 100
 
 MUTATION_DIR := build/mutation
 

@@ -62,7 +62,12 @@ def _pool_with_queue(queue_cls: type[FreeKVCacheBlockQueue], name: str) -> type[
         enable_caching: bool = True,
         enable_kv_cache_events: bool = False,
     ) -> None:
-        BlockPool.__init__(self, num_gpu_blocks, enable_caching, enable_kv_cache_events)
+        BlockPool.__init__(
+            self,
+            num_gpu_blocks,
+            enable_caching=enable_caching,
+            enable_kv_cache_events=enable_kv_cache_events,
+        )
         self.free_block_queue.__class__ = queue_cls
 
     return type(name, (BlockPool,), {"__init__": __init__, "__doc__": queue_cls.__doc__})

@@ -42,6 +42,7 @@ from typing import Any
 
 __all__ = [
     "Clause",
+    "ConcurrentUse",
     "ContractViolation",
     "checked_call",
     "checking",
@@ -297,8 +298,66 @@ def _check_invariants(obj: Any, when: str) -> None:
             _eval(clause, {"self": target}, glb, when)
 
 
+# -- one thread per pool ----------------------------------------------------------------------
+#
+# A pool is single-threaded, as vLLM's is (its scheduler owns it). In checked mode a
+# call that enters a pool while a call from another thread is still inside it is
+# refused before it starts; calls from the thread inside (a watcher calling back,
+# a contract reading the pool) nest. Unchecked, nothing is wrapped: the pool's own
+# methods pay nothing for this.
+
+
+class ConcurrentUse(RuntimeError):
+    """A pool was called from a second thread while another thread's call was inside it."""
+
+
+_pool_lock = threading.Lock()
+_pool_owner: dict[int, tuple[int, int]] = {}
+"""id(pool) -> (the thread inside it, how deeply its calls nest)."""
+
+
+def _enter_pool(receiver: Any) -> None:
+    from kvpool.impl import BlockPool
+
+    if not isinstance(receiver, BlockPool):
+        return
+    me = threading.get_ident()
+    with _pool_lock:
+        inside = _pool_owner.get(id(receiver))
+        if inside is not None and inside[0] != me:
+            raise ConcurrentUse(
+                f"{type(receiver).__name__} at {id(receiver):#x} is in use by thread "
+                f"{inside[0]}; a pool is single-threaded (call it from one thread, or lock)"
+            )
+        _pool_owner[id(receiver)] = (me, 1 if inside is None else inside[1] + 1)
+
+
+def _leave_pool(receiver: Any) -> None:
+    with _pool_lock:
+        inside = _pool_owner.get(id(receiver))
+        if inside is None or inside[0] != threading.get_ident():
+            return
+        if inside[1] <= 1:
+            del _pool_owner[id(receiver)]
+        else:
+            _pool_owner[id(receiver)] = (inside[0], inside[1] - 1)
+
+
 def checked_call(fn: Callable[..., Any], owner: type, name: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn(*args, **kwargs)`` (method ``name`` of ``owner``), checking its contracts."""
+    """Call ``fn(*args, **kwargs)`` (method ``name`` of ``owner``), checking its contracts.
+
+    A pool's method called from a second thread while another thread is inside the
+    pool raises ``ConcurrentUse`` and changes nothing.
+    """
+    receiver = args[0] if args else None
+    _enter_pool(receiver)
+    try:
+        return _checked_call(fn, owner, name, *args, **kwargs)
+    finally:
+        _leave_pool(receiver)
+
+
+def _checked_call(fn: Callable[..., Any], owner: type, name: str, *args: Any, **kwargs: Any) -> Any:
     if _busy():
         return fn(*args, **kwargs)
     clauses, declared = method_clauses(owner, name)

@@ -1,7 +1,7 @@
 """kvpool.impl -- the concrete block pool: an intrusive doubly linked free queue, vLLM's API.
 
 >>> from kvpool.impl import BlockPool
->>> pool = BlockPool(num_gpu_blocks=8)
+>>> pool = BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=16)
 >>> [b.block_id for b in pool.get_new_blocks(3)]
 [1, 2, 3]
 """
@@ -23,11 +23,13 @@ from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored
 from .block import KVCacheBlock
 from .bridge import abstract, check_invariants, default_watcher_id, inv_list, inv_list_of
 from .free_queue import FreeKVCacheBlockQueue
+from .hash_map import BlockHashToBlockMap
 from .pool import BlockPool
 
 __all__ = [
     "AllBlocksCleared",
     "AlreadyCached",
+    "BlockHashToBlockMap",
     "BlockNotInUse",
     "BlockPool",
     "BlockRemoved",

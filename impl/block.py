@@ -1,18 +1,21 @@
 """The block: metadata for one fixed-size slab of KV-cache memory.
 
 Attribute names follow vLLM's ``KVCacheBlock`` so that code written against
-vLLM reads ours unchanged. ``block_hash`` is read-only: only the pool sets it
-(through ``cache_blocks``), because the cache index must agree with it (INV-CACHE).
+vLLM reads ours unchanged. ``block_hash`` (the block's primary key) and
+``block_hash_num_tokens`` (the prefix tokens it covers) are read-only properties.
+``set_block_hash`` and ``reset_hash`` work as vLLM's on a block that belongs to
+no pool; on a pool's block they are refused (``InvalidArgument``), because the
+pool's cache index must agree with every key its blocks hold (INV-CACHE): only
+the pool's own caching calls change a pooled block's keys.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable
+from typing import Any
 
-if TYPE_CHECKING:
-    from .pool import BlockPool
+from kvpool.spec.errors import AlreadyCached, InvalidArgument
 
 
 class KVCacheBlock:
@@ -23,6 +26,7 @@ class KVCacheBlock:
 
     __slots__ = (
         "_block_hash",
+        "_block_hash_num_tokens",
         "block_id",
         "is_null",
         "next_free_block",
@@ -36,22 +40,50 @@ class KVCacheBlock:
         block_id: int,
         ref_cnt: int = 0,
         *,
-        pool: weakref.ref[BlockPool] | None = None,
+        pool: weakref.ref[Any] | None = None,
     ) -> None:
         self.block_id = block_id
         self.ref_cnt = ref_cnt
         self._block_hash: Hashable | None = None
+        self._block_hash_num_tokens: int | None = None
         self.prev_free_block: KVCacheBlock | None = None
         self.next_free_block: KVCacheBlock | None = None
         self.is_null = False
         # A weak reference, so that a pool is freed once nobody uses it, even
         # while requests still hold its blocks (their frees are then dropped).
+        # It says which pool to forward a free to; it proves nothing: a block is a
+        # pool's only if it is the very object ``pool.blocks[block_id]``.
         self.pool = pool
 
     @property
     def block_hash(self) -> Hashable | None:
         """The cache key this block holds (set by ``cache_blocks``), or None."""
         return self._block_hash
+
+    @property
+    def block_hash_num_tokens(self) -> int | None:
+        """The number of prefix tokens the primary key covers (None: no key, or not recorded)."""
+        return self._block_hash_num_tokens
+
+    def set_block_hash(self, block_hash: Hashable, num_tokens: int | None = None) -> None:
+        """Give a block of no pool its primary key (refused on a pool's block, or a keyed one)."""
+        if self.pool is not None:
+            raise InvalidArgument(
+                f"block {self.block_id} belongs to a pool: only the pool's caching calls key it"
+            )
+        if self._block_hash is not None or self._block_hash_num_tokens is not None:
+            raise AlreadyCached(f"block {self.block_id} already holds key {self._block_hash!r}")
+        self._block_hash = block_hash
+        self._block_hash_num_tokens = num_tokens
+
+    def reset_hash(self) -> None:
+        """Forget a block of no pool's key (refused on a pool's block: its pool evicts it)."""
+        if self.pool is not None:
+            raise InvalidArgument(
+                f"block {self.block_id} belongs to a pool: evict it through the pool"
+            )
+        self._block_hash = None
+        self._block_hash_num_tokens = None
 
     def __repr__(self) -> str:
         prev_id = self.prev_free_block.block_id if self.prev_free_block is not None else None
@@ -61,3 +93,7 @@ class KVCacheBlock:
             f"block_hash={self._block_hash!r}, prev_free_block={prev_id}, "
             f"next_free_block={next_id}{', is_null=True' if self.is_null else ''})"
         )
+
+
+Watcher = Callable[[KVCacheBlock], object]
+"""A reuse watcher (``unpin_blocks``' ``on_reuse``): called with the block when it is reused."""

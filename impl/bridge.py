@@ -10,13 +10,38 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from typing import Protocol
 
+from kvpool.spec.events import Event
 from kvpool.spec.invariants import Violation, check_pool
 from kvpool.spec.state import PoolState
 
-from .block import KVCacheBlock
+from .block import KVCacheBlock, Watcher
 from .free_queue import FreeKVCacheBlockQueue
-from .pool import BlockPool, Watcher
+
+
+class BlockPool(Protocol):
+    """What the bridge reads of a pool (``kvpool.impl.pool.BlockPool`` has it all).
+
+    A protocol, not an import, so that ``impl/`` is a line: block <- free_queue <-
+    bridge <- pool.
+    """
+
+    num_gpu_blocks: int
+    enable_caching: bool
+    enable_kv_cache_events: bool
+    blocks: list[KVCacheBlock]
+    free_block_queue: FreeKVCacheBlockQueue
+    _index: dict[Hashable, dict[int, KVCacheBlock]]
+    _watchers: dict[int, list[Watcher]]
+    _watch_registered: int
+    _watch_fired: int
+    _events: list[Event]
+    _event_view: set[Hashable]
+    _entries: dict[int, list[Hashable]]
+    hash_block_size: int
+    num_hash_lookahead_tokens: int
+    medium: str
 
 
 def default_watcher_id(watcher: Watcher) -> int:
@@ -49,8 +74,9 @@ def abstract(
     """The spec state this pool represents."""
     blocks = pool.blocks
     walked, _ = walk_free_queue(pool.free_block_queue, len(blocks))
+    # An empty entry (left when a key could no longer find itself) is no entry.
     index: dict[Hashable, dict[int, None]] = {
-        key: dict.fromkeys(holders) for key, holders in pool._index.items()
+        key: dict.fromkeys(holders) for key, holders in pool._index.items() if holders
     }
     return PoolState(
         num_blocks=pool.num_gpu_blocks,
@@ -65,6 +91,15 @@ def abstract(
         view=set(pool._event_view),
         registered=pool._watch_registered,
         fired=pool._watch_fired,
+        tokens={
+            b.block_id: b._block_hash_num_tokens
+            for b in blocks
+            if b._block_hash_num_tokens is not None
+        },
+        entries={bid: list(keys) for bid, keys in pool._entries.items()},
+        hash_block_size=pool.hash_block_size,
+        lookahead=pool.num_hash_lookahead_tokens,
+        medium=pool.medium,
     )
 
 

@@ -89,7 +89,7 @@ class FreeKVCacheBlockQueue:
         post: [b.block_id for b in self.get_all_free_blocks()] == [b.block_id for b in __old__.self.get_all_free_blocks()][1:]
         """  # noqa: E501
         if self.num_free_blocks == 0:
-            raise InsufficientFreeBlocks("the free queue is empty")
+            raise InsufficientFreeBlocks("No free blocks available")
         return self._popleft_n(1)[0]
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
@@ -129,7 +129,7 @@ class FreeKVCacheBlockQueue:
             before = after = None
         # A sentinel always lacks one link, so this also refuses them.
         if before is None or after is None:
-            raise InvalidArgument(f"{block!r} is not in the free queue")
+            raise InvalidArgument(f"remove() called on an invalid block: {block!r}")
         # ``_remove``'s stitch, written out (see "Linking in" for why); the check
         # above is the one vLLM's remove makes too.
         before.next_free_block = after

@@ -15,10 +15,11 @@ call back into the pool, and one that raises is reported through
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import weakref
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -30,17 +31,26 @@ from kvpool.spec.errors import (
     InsufficientFreeBlocks,
     InvalidArgument,
     NullBlockMisuse,
+    PoolError,
     RefCountUnderflow,
 )
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
+from kvpool.spec.keys import GROUP_ID_BYTES, removed
+from kvpool.spec.ops import Lora, MMFeature, Request
+from kvpool.spec.state import DEFAULT_HASH_BLOCK_SIZE, MEDIUM_GPU
+from kvpool.spec.state import MAX_COUNT as MAX_BLOCKS
+from kvpool.spec.state import shown as _show
+from kvpool.spec.vllm_ops import partial_event, stored_event
 
-from .block import KVCacheBlock
+from .block import KVCacheBlock, Watcher
+from .bridge import check_invariants as _check_invariants
 from .free_queue import FreeKVCacheBlockQueue
+from .hash_map import BlockHashToBlockMap
 
 if TYPE_CHECKING:
     from kvpool.spec.invariants import Violation
 
-Watcher = Callable[[KVCacheBlock], object]
+__all__ = ["BlockPool", "Watcher"]
 
 
 class _Unraisable:
@@ -57,28 +67,138 @@ class _Unraisable:
 
 
 def _materialise(values: Iterable[Any], what: str) -> list[Any]:
-    """Read an iterable argument exactly once."""
+    """Read an iterable argument exactly once, before anything changes.
+
+    Not iterable is ``InvalidArgument``; an exception the iterable itself raises
+    while it is read surfaces unchanged (the pool has not changed yet).
+    """
     try:
-        return list(values)
+        it = iter(values)
     except TypeError:
-        raise InvalidArgument(f"{what} must be iterable, got {values!r}") from None
+        raise InvalidArgument(f"{what} must be iterable, got {_show(values)}") from None
+    return list(it)
+
+
+_MAX_GROUPS = 1 << (8 * GROUP_ID_BYTES)
+
+
+def _block_hashes(request: Any) -> Any:
+    """A request's ``block_hashes``, which must support ``len`` and indexing."""
+    try:
+        hashes = request.block_hashes
+        len(hashes)
+    except (AttributeError, TypeError):
+        raise InvalidArgument(f"{request!r} has no list of block_hashes") from None
+    return hashes
+
+
+def _spec_request(request: Any) -> Request:
+    """What the events read of a duck-typed vLLM request, as the spec's plain data."""
+    try:
+        if getattr(request, "prompt_embeds", None) is not None:
+            raise InvalidArgument("events for requests with prompt embeddings are not supported")
+        lora_request = request.lora_request
+        lora = None
+        if lora_request:
+            name = getattr(lora_request, "name", None) or lora_request.lora_name
+            lora = Lora(lora_request.adapter_id, name, getattr(lora_request, "lora_path", ""))
+        mm = tuple(
+            MMFeature(f.identifier, f.mm_position.offset, f.mm_position.length)
+            for f in (request.mm_features or ())
+        )
+        return Request(
+            tuple(request.block_hashes),
+            tuple(request.all_token_ids),
+            lora,
+            mm,
+            getattr(request, "cache_salt", None),
+            getattr(request, "session_id", None),
+        )
+    except (AttributeError, TypeError) as exc:
+        raise InvalidArgument(f"{request!r} is not a request the pool can read: {exc}") from None
+
+
+_VLLM_EVENTS: list[Any] = []
+
+
+def _vllm_event_module() -> Any:
+    """``vllm.distributed.kv_events`` if vLLM is installed, else None (looked up once)."""
+    if not _VLLM_EVENTS:
+        try:
+            import importlib
+
+            _VLLM_EVENTS.append(importlib.import_module("vllm.distributed.kv_events"))
+        except Exception:
+            _VLLM_EVENTS.append(None)
+    return _VLLM_EVENTS[0]
+
+
+def _to_vllm(module: Any, event: Event, medium: str) -> Any:
+    """A spec event as vLLM's own event object (lists where the spec keeps tuples)."""
+    if isinstance(event, BlockStored):
+        return module.BlockStored(
+            block_hashes=list(event.block_hashes if event.block_hashes is not None else event.keys),
+            parent_block_hash=event.parent_block_hash,
+            token_ids=list(event.token_ids or ()),
+            block_size=event.block_size or 0,
+            lora_id=event.lora_id,
+            medium=event.medium or medium,
+            lora_name=event.lora_name,
+            extra_keys=None if event.extra_keys is None else list(event.extra_keys),
+            group_idx=event.group_idx,
+            session_id=event.session_id,
+            lookahead_token_ids=None
+            if event.lookahead_token_ids is None
+            else [list(t) for t in event.lookahead_token_ids],
+        )
+    if isinstance(event, BlockRemoved):
+        return module.BlockRemoved(
+            block_hashes=list(event.block_hashes or (event.key,)),
+            medium=event.medium or medium,
+            group_idx=event.group_idx,
+        )
+    return module.AllBlocksCleared()
 
 
 class _NotABlock(Exception):
-    """Internal: an entry of ``free_blocks`` that is no pool's block."""
+    """Internal: an entry that is no pool's block."""
+
+
+def _holds(blocks: list[KVCacheBlock], block: KVCacheBlock) -> bool:
+    """Whether ``block`` is the very object ``blocks`` holds at its id (ownership)."""
+    bid = block.block_id
+    return type(bid) is int and 0 <= bid < len(blocks) and blocks[bid] is block
+
+
+def _owner(block: object) -> BlockPool | None:
+    """The live pool whose block ``block`` is, or None if the pool it names is gone.
+
+    Ownership is identity: ``pool.blocks[block.block_id] is block``. A hand-built
+    ``KVCacheBlock``, a copy of a block, a block whose ``pool`` is not a weak
+    reference, or any other object raises ``_NotABlock``. Only exact
+    ``KVCacheBlock`` slots and exact weak references are read, so no code of the
+    caller's runs here.
+    """
+    if type(block) is not KVCacheBlock:
+        raise _NotABlock
+    ref = block.pool
+    if type(ref) is not weakref.ref:
+        raise _NotABlock
+    owner = ref()
+    if owner is None:
+        return None  # its pool is gone: nothing to give the block back to
+    if not issubclass(type(owner), BlockPool) or not _holds(owner.blocks, block):
+        raise _NotABlock
+    return cast(BlockPool, owner)
 
 
 def _forward(
     block: Any, forwarded: dict[BlockPool, list[KVCacheBlock]] | None
 ) -> dict[BlockPool, list[KVCacheBlock]] | None:
     """File a ``free_blocks`` entry that is not this pool's: skip, forward, or refuse it."""
-    if not isinstance(block, KVCacheBlock) or block.pool is None:
-        raise _NotABlock
-    if block.is_null:
+    owner = _owner(block)
+    if owner is None or block.is_null:
         return forwarded
-    owner = block.pool()
-    if owner is None:
-        return forwarded  # its pool is gone: nothing to give the block back to
     if forwarded is None:
         forwarded = {}
     forwarded.setdefault(owner, []).append(block)
@@ -109,7 +229,7 @@ class BlockPool:
         # INV-LIST: a block outside the list has both links None
         all((b.prev_free_block is None) == (b.next_free_block is None) for b in self.blocks)
         # INV-CACHE
-        all(self.blocks[i].block_hash == k for k, hs in self._index.items() for i in hs)
+        all(self.blocks[i].block_hash in (k,) for k, hs in self._index.items() for i in hs)
         all(b.block_hash is None or b.block_id in self._index[b.block_hash] for b in self.blocks)
     """
 
@@ -117,15 +237,33 @@ class BlockPool:
         self,
         num_gpu_blocks: int,
         enable_caching: bool = True,
+        hash_block_size: int = DEFAULT_HASH_BLOCK_SIZE,
         enable_kv_cache_events: bool = False,
+        metrics_collector: Any = None,
+        num_hash_lookahead_tokens: int = 0,
+        medium: str = MEDIUM_GPU,
     ) -> None:
-        if type(num_gpu_blocks) is not int or num_gpu_blocks < 1:
-            raise InvalidArgument(f"num_gpu_blocks must be an int >= 1, got {num_gpu_blocks!r}")
+        if type(num_gpu_blocks) is not int or not 1 <= num_gpu_blocks <= MAX_BLOCKS:
+            raise InvalidArgument(
+                f"num_gpu_blocks must be an int in 1..{MAX_BLOCKS}, got {_show(num_gpu_blocks)}"
+            )
         if type(enable_caching) is not bool or type(enable_kv_cache_events) is not bool:
             raise InvalidArgument("enable_caching and enable_kv_cache_events must be bools")
+        if type(hash_block_size) is not int or hash_block_size < 1:
+            raise InvalidArgument(f"hash_block_size must be an int >= 1, got {hash_block_size!r}")
+        if type(num_hash_lookahead_tokens) is not int or num_hash_lookahead_tokens < 0:
+            raise InvalidArgument(
+                f"num_hash_lookahead_tokens must be an int >= 0, got {num_hash_lookahead_tokens!r}"
+            )
+        if type(medium) is not str:
+            raise InvalidArgument(f"medium must be a str, got {medium!r}")
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
+        self.hash_block_size = hash_block_size
         self.enable_kv_cache_events = enable_kv_cache_events
+        self.metrics_collector = metrics_collector
+        self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
+        self.medium = medium
         self._weak_self = weakref.ref(self)
         self.blocks: list[KVCacheBlock] = [
             KVCacheBlock(i, pool=self._weak_self) for i in range(num_gpu_blocks)
@@ -134,8 +272,14 @@ class BlockPool:
         # Block 0 leaves the queue for good: it is the placeholder for "no block".
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
-        # key -> {block_id: block}, oldest holder first.
-        self._index: dict[Hashable, dict[int, KVCacheBlock]] = {}
+        # The cache index, vLLM's map: key -> {block_id: block}, oldest holder first.
+        self.cached_block_hash_to_block = BlockHashToBlockMap()
+        self.cached_block_hash_to_block._owned = True
+        self._index: dict[Hashable, dict[int, KVCacheBlock]] = (
+            self.cached_block_hash_to_block._cache
+        )
+        # block_id -> the block's further keys (beyond its primary block_hash), oldest first.
+        self._entries: dict[int, list[Hashable]] = {}
         # block_id -> pending watchers in registration order; insertion order of
         # the dict is the order blocks first got a pending watcher.
         self._watchers: dict[int, list[Watcher]] = {}
@@ -144,6 +288,8 @@ class BlockPool:
         self._events: list[Event] = []
         # What a consumer that read every event so far believes (INV-EVENTS).
         self._event_view: set[Hashable] = set()
+        # vLLM's own event classes when vLLM is importable, else the spec's look-alikes.
+        self._vllm_events = _vllm_event_module() if enable_kv_cache_events else None
 
     # -- allocation ---------------------------------------------------------------
 
@@ -157,9 +303,11 @@ class BlockPool:
         post: all(b.block_id not in self._watchers for b in __return__) or self._watch_fired > __old__.self._watch_fired
         """  # noqa: E501
         if type(num_blocks) is not int or num_blocks < 0:
-            raise InvalidArgument(f"num_blocks must be an int >= 0, got {num_blocks!r}")
+            raise InvalidArgument(f"num_blocks must be an int >= 0, got {_show(num_blocks)}")
         queue = self.free_block_queue
         if num_blocks > queue.num_free_blocks:
+            if num_blocks > MAX_BLOCKS:  # more than any pool holds: not a count one can print
+                raise InvalidArgument(f"num_blocks {_show(num_blocks)} exceeds {MAX_BLOCKS}")
             raise InsufficientFreeBlocks(f"Cannot get {num_blocks} free blocks from the pool")
         ret = queue._popleft_n(num_blocks)
         if self.enable_caching:
@@ -171,9 +319,19 @@ class BlockPool:
         else:
             for block in ret:
                 block.ref_cnt = 1
+        if self.metrics_collector:
+            self._metrics_allocated(ret)
         if self._watchers:
-            self._fire(self._detach_watchers(ret))
+            self._fire(self._detach_watchers(ret), ret)
         return ret
+
+    def _metrics_allocated(self, blocks: list[KVCacheBlock]) -> None:
+        """vLLM's collector calls for handed-out blocks (once the state is complete)."""
+        collector = self.metrics_collector
+        for block in blocks:
+            if self.enable_caching:
+                collector.on_block_evicted(block)
+            collector.on_block_allocated(block)
 
     # -- release --------------------------------------------------------------------
 
@@ -194,13 +352,13 @@ class BlockPool:
         post: type(ordered_blocks) is not list or self.free_block_queue.num_free_blocks == __old__.self.free_block_queue.num_free_blocks + sum(1 for b, m in Counter(ordered_blocks).items() if b.pool is self._weak_self and not b.is_null and __old__.self.blocks[b.block_id].ref_cnt == m)
         """  # noqa: E501
         if evict_first is not True and evict_first is not False:
-            raise InvalidArgument(f"evict_first must be a bool, got {evict_first!r}")
+            raise InvalidArgument(f"evict_first must be a bool, got {_show(evict_first)}")
         blocks = (
             ordered_blocks
             if type(ordered_blocks) is list
             else _materialise(ordered_blocks, "ordered_blocks")
         )
-        me = self._weak_self
+        mine = self.blocks
         # With caching off, or when asked, every block reaching zero goes to FRONT.
         all_front = evict_first or not self.enable_caching
         front: list[KVCacheBlock] = []
@@ -209,7 +367,12 @@ class BlockPool:
         i = 0  # entries processed so far: what a refusal must roll back
         try:
             for block in blocks:
-                if block.pool is me:
+                # Ownership is identity with the pool's own block of that id.
+                try:
+                    ours = mine[block.block_id] is block
+                except Exception:  # another pool's id, or no block at all: filed below
+                    ours = False
+                if ours:
                     ref_cnt = block.ref_cnt - 1
                     if ref_cnt > 0:
                         block.ref_cnt = ref_cnt
@@ -224,8 +387,8 @@ class BlockPool:
                         # Every entry is checked for being a block before counts are:
                         # a later non-block makes the call InvalidArgument.
                         for later in blocks[i + 1 :]:
-                            if not isinstance(later, KVCacheBlock) or later.pool is None:
-                                raise InvalidArgument(f"{later!r} is not a block of any pool")
+                            if not self._is_some_block(later):
+                                raise InvalidArgument(f"{_show(later)} is not a block of any pool")
                         raise RefCountUnderflow(
                             f"block {block.block_id} is freed more often than it is "
                             "referenced (a double free)"
@@ -233,9 +396,17 @@ class BlockPool:
                 else:
                     forwarded = _forward(block, forwarded)
                 i += 1
-        except (AttributeError, _NotABlock):
+        except PoolError:
+            raise
+        except BaseException as exc:
+            # Anything else an entry raised (an attribute, an index, an ``__index__``):
+            # give back what was taken, then refuse the entry, or let an interrupt through.
             self._undo_release(blocks, i)
-            raise InvalidArgument(f"{blocks[i]!r} is not a block of any pool") from None
+            if not isinstance(exc, Exception):
+                raise
+            raise InvalidArgument(f"{_show(blocks[i])} is not a block of any pool") from (
+                None if isinstance(exc, _NotABlock) else exc
+            )
         if forwarded:
             try:
                 for owner, theirs in forwarded.items():
@@ -252,10 +423,20 @@ class BlockPool:
 
     def _undo_release(self, blocks: list[Any], stop: int) -> None:
         """Give back the references ``free_blocks`` took from ``blocks[:stop]`` before refusing."""
-        me = self._weak_self
+        mine = self.blocks
         for block in blocks[:stop]:
-            if getattr(block, "pool", None) is me and not block.is_null:
+            # Entries before ``stop`` passed the identity test or were filed as another
+            # pool's: ``_owner`` reads no caller code, so this test cannot raise.
+            if type(block) is KVCacheBlock and _holds(mine, block) and not block.is_null:
                 block.ref_cnt += 1
+
+    def _is_some_block(self, entry: object) -> bool:
+        """Whether ``entry`` is a block of some pool, live or gone."""
+        try:
+            _owner(entry)
+        except _NotABlock:
+            return False
+        return True
 
     def _check_releasable(self, blocks: list[KVCacheBlock]) -> None:
         """Each of this pool's blocks listed m times must have ``ref_cnt >= m``."""
@@ -269,20 +450,22 @@ class BlockPool:
     def _own(self, blocks: list[Any], *, null_ok: bool) -> list[KVCacheBlock]:
         """Check that every entry is a block of this pool.
 
-        Per entry, in order: is a block (``InvalidArgument``), is the null block
-        (skipped if ``null_ok``, else ``NullBlockMisuse``), belongs to this pool
-        (``ForeignBlock``). Returns this pool's non-null blocks, in order.
+        Per entry, in order: is the very block of some pool, live or gone
+        (``InvalidArgument``), is the null block (skipped if ``null_ok``, else
+        ``NullBlockMisuse``), belongs to this pool (``ForeignBlock``). Returns this
+        pool's non-null blocks, in order.
         """
-        me = self._weak_self
         out: list[KVCacheBlock] = []
         for block in blocks:
-            if not isinstance(block, KVCacheBlock) or block.pool is None:
-                raise InvalidArgument(f"{block!r} is not a block of any pool")
+            try:
+                owner = _owner(block)
+            except _NotABlock:
+                raise InvalidArgument(f"{_show(block)} is not a block of any pool") from None
             if block.is_null:
                 if null_ok:
                     continue
                 raise NullBlockMisuse(f"block {block.block_id} is the null block")
-            if block.pool is not me:
+            if owner is not self:
                 raise ForeignBlock(f"block {block.block_id} belongs to another pool")
             out.append(block)
         return out
@@ -301,12 +484,12 @@ class BlockPool:
         post: self.free_block_queue.num_free_blocks <= __old__.self.free_block_queue.num_free_blocks
         """  # noqa: E501
         entries = blocks if type(blocks) is list else _materialise(blocks, "blocks")
-        me = self._weak_self
+        mine = self.blocks
         try:
             for block in entries:
-                if block.pool is not me:
-                    raise AttributeError
-        except AttributeError:
+                if mine[block.block_id] is not block:
+                    raise _NotABlock
+        except Exception:
             # Something is not ours (or not a block): validate properly, off the hot path.
             entries = self._own(entries, null_ok=True)
         queue = self.free_block_queue
@@ -316,6 +499,11 @@ class BlockPool:
                     continue
                 queue._remove(block)
             block.ref_cnt += 1
+        if self.metrics_collector:
+            collector = self.metrics_collector
+            for block in entries:
+                if not block.is_null:
+                    collector.on_block_accessed(block)
 
     def unpin_blocks(self, blocks: Iterable[KVCacheBlock], on_reuse: Watcher) -> None:
         """Release references to blocks that stay readable until the pool reuses them.
@@ -334,7 +522,7 @@ class BlockPool:
         post: [b.block_id for b in self.free_block_queue.get_all_free_blocks()][:__old__.self.free_block_queue.num_free_blocks] == [b.block_id for b in __old__.self.free_block_queue.get_all_free_blocks()]
         """  # noqa: E501
         if not callable(on_reuse):
-            raise InvalidArgument(f"on_reuse must be callable, got {on_reuse!r}")
+            raise InvalidArgument(f"on_reuse must be callable, got {_show(on_reuse)}")
         own = self._own(_materialise(blocks, "blocks"), null_ok=False)
         self._check_releasable(own)
         watchers = self._watchers
@@ -372,7 +560,7 @@ class BlockPool:
             try:
                 hash(key)
             except TypeError:
-                raise InvalidArgument(f"key {key!r} is not hashable") from None
+                raise InvalidArgument(f"key {_show(key)} is not hashable") from None
             if key is None:
                 raise InvalidArgument("None is not a cache key (it means 'no key')")
         if not self.enable_caching:
@@ -384,38 +572,363 @@ class BlockPool:
                 raise BlockNotInUse(f"block {block.block_id} has ref_cnt 0: nobody wrote it")
             if block._block_hash is not None:
                 raise AlreadyCached(
-                    f"block {block.block_id} already holds key {block._block_hash!r}"
+                    f"block {block.block_id} already holds key {_show(block._block_hash)}"
                 )
             if block.block_id in seen:
                 raise InvalidArgument(f"block {block.block_id} is listed twice")
             seen.add(block.block_id)
         if not own:
             return
+        # Every key is looked up before anything changes: a key's ``__hash__`` or
+        # ``__eq__`` that raises does so here, and surfaces with the pool untouched.
         index = self._index
-        for block, key in zip(own, key_list, strict=True):
-            block._block_hash = key
+        found: list[dict[int, KVCacheBlock]] = []
+        new: dict[Hashable, dict[int, KVCacheBlock]] = {}
+        for key in key_list:
             holders = index.get(key)
             if holders is None:
-                index[key] = {block.block_id: block}
-            else:
-                holders[block.block_id] = block
+                holders = new.get(key)
+                if holders is None:
+                    holders = new[key] = {}
+            found.append(holders)
+        # The change. ``dict.update`` from a dict reuses the hashes computed above.
+        for block, key, holders in zip(own, key_list, found, strict=True):
+            block._block_hash = key
+            holders[block.block_id] = block
+        if new:
+            index.update(new)
         if self.enable_kv_cache_events:
             self._log(BlockStored(tuple(key_list)))
 
-    def get_cached_block(self, key: Hashable) -> KVCacheBlock | None:
-        """The oldest block holding ``key``, or None.
+    # -- vLLM 0.33.0's caching calls: blocks with several keys ------------------------------
+
+    @property
+    def cached_block_hashes_by_block(self) -> dict[int, set[Hashable]]:
+        """vLLM's view of the further entries: block_id -> keys beyond ``block_hash`` (a copy)."""
+        return {bid: set(keys) for bid, keys in self._entries.items()}
+
+    def _insert(self, key: Hashable, block: KVCacheBlock, num_tokens: int | None) -> bool:
+        """``block`` holds ``key`` (as its primary key if it has none); False if it already did."""
+        if block._block_hash == key:
+            return False
+        holders = self._index.get(key)
+        if holders is not None and block.block_id in holders:
+            return False
+        if block._block_hash is None:
+            block._block_hash = key
+            block._block_hash_num_tokens = num_tokens
+        else:
+            self._entries.setdefault(block.block_id, []).append(key)
+        if holders is None:
+            self._index[key] = {block.block_id: block}
+        else:
+            holders[block.block_id] = block
+        return True
+
+    def _sizes(self, block_size: Any, group: Any) -> None:
+        if type(block_size) is not int or block_size < 1 or block_size % self.hash_block_size:
+            raise InvalidArgument(
+                f"block_size must be a positive multiple of hash_block_size "
+                f"{self.hash_block_size}, got {block_size!r}"
+            )
+        if type(group) is not int or not 0 <= group < _MAX_GROUPS:
+            raise InvalidArgument(f"group id {group!r} is not an int in 0..2**32-1")
+
+    def _need_caching(self) -> None:
+        if not self.enable_caching:
+            raise CachingDisabled("this pool was built with enable_caching=False")
+
+    def _mine(self, block: Any) -> None:
+        """Refuse a non-block (``InvalidArgument``) or another pool's block (``ForeignBlock``)."""
+        try:
+            owner = _owner(block)
+        except _NotABlock:
+            raise InvalidArgument(f"{_show(block)} is not a block of any pool") from None
+        if owner is not self and not block.is_null:
+            raise ForeignBlock(f"block {block.block_id} belongs to another pool")
+
+    def _cacheable(self, block: Any, seen: set[int]) -> KVCacheBlock:
+        """A block that may take a key: this pool's, in use, not listed before in the call."""
+        self._mine(block)
+        if block.ref_cnt < 1:
+            raise BlockNotInUse(f"block {block.block_id} has ref_cnt 0: nobody wrote it")
+        if block.block_id in seen:
+            raise InvalidArgument(f"block {block.block_id} is listed twice")
+        seen.add(block.block_id)
+        return cast(KVCacheBlock, block)
+
+    def cache_full_blocks(
+        self,
+        request: Any,
+        blocks: list[KVCacheBlock],
+        num_cached_blocks: int,
+        num_full_blocks: int,
+        block_size: int,
+        kv_cache_group_id: int,
+        block_mask: list[bool] | None = None,
+    ) -> None:
+        """vLLM's: key ``blocks[num_cached_blocks:num_full_blocks]`` by the request's hashes.
+
+        Null and masked-out entries are skipped. A block already holding a key is
+        promoted (its old keys dropped, with their events) if that key covers
+        fewer tokens; otherwise the call is refused (``AlreadyCached``).
 
         raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
-        post: (__return__ is None) == (key not in self._index)
-        post: __return__ is None or __return__.block_hash == key
+        """  # noqa: E501
+        nc, nf = num_cached_blocks, num_full_blocks
+        for value, what in ((nc, "num_cached_blocks"), (nf, "num_full_blocks")):
+            if type(value) is not int or value < 0:
+                raise InvalidArgument(f"{what} must be an int >= 0, got {value!r}")
+        self._sizes(block_size, kv_cache_group_id)
+        if nc >= nf:
+            return
+        self._need_caching()
+        entries = blocks if type(blocks) is list else _materialise(blocks, "blocks")
+        if nf > len(entries):
+            raise InvalidArgument(f"num_full_blocks {nf} but the request has {len(entries)} blocks")
+        mask = None if block_mask is None else _materialise(block_mask, "block_mask")
+        if mask is not None and (len(mask) != nf - nc or any(type(m) is not bool for m in mask)):
+            raise InvalidArgument(f"block_mask must be {nf - nc} bools, got {block_mask!r}")
+        hashes = _block_hashes(request)
+        scale = block_size // self.hash_block_size
+        if len(hashes) // scale < nf:
+            raise InvalidArgument(
+                f"the request has {len(hashes) // scale} block hashes at block size "
+                f"{block_size}, {nf} are needed"
+            )
+        todo: list[tuple[int, KVCacheBlock, bytes]] = []
+        seen: set[int] = set()
+        for i in range(nc, nf):
+            blk = entries[i]
+            try:
+                _owner(blk)
+            except _NotABlock:
+                raise InvalidArgument(f"{_show(blk)} is not a block of any pool") from None
+            if blk.is_null or (mask is not None and not mask[i - nc]):
+                continue
+            self._cacheable(blk, seen)
+            covers = (i + 1) * block_size
+            if blk._block_hash is not None:
+                have = blk._block_hash_num_tokens
+                if have is None or have >= covers:
+                    raise AlreadyCached(
+                        f"block {blk.block_id} already holds key {blk._block_hash!r} covering "
+                        f"{have} tokens; only a shorter prefix may be promoted to {covers}"
+                    )
+            h = hashes[(i + 1) * scale - 1]
+            if type(h) is not bytes:
+                raise InvalidArgument(f"block hash {h!r} is not bytes")
+            todo.append((i, blk, h))
+        events = self.enable_kv_cache_events
+        spec_req = _spec_request(request) if events else None  # read before any change
+        suffix = kv_cache_group_id.to_bytes(GROUP_ID_BYTES, "big")
+        keys: list[Hashable] = []
+        for i, blk, h in todo:
+            if blk._block_hash is not None:  # partial -> full promotion
+                self._drop_key(blk)
+            key = h + suffix
+            self._insert(key, blk, (i + 1) * block_size)
+            keys.append(key)
+        if spec_req is not None:
+            parent = None if nc == 0 else hashes[nc * scale - 1]
+            self._log(
+                stored_event(
+                    self.num_hash_lookahead_tokens,
+                    self.medium,
+                    spec_req,
+                    keys,
+                    [h for _, _, h in todo],
+                    parent,
+                    [i for i, _, _ in todo],
+                    nc * block_size,
+                    nf * block_size,
+                    block_size,
+                    kv_cache_group_id,
+                )
+            )
+
+    def cache_partial_block(
+        self,
+        request: Any,
+        block: KVCacheBlock,
+        num_tokens: int,
+        kv_cache_group_id: int,
+        block_size: int,
+        replace_existing_hashes: bool = False,
+    ) -> bytes | None:
+        """vLLM's: make ``block`` reachable from the ``num_tokens`` prefix; the key, or None.
+
+        The key becomes the block's primary key if it has none, else a further
+        entry. ``replace_existing_hashes`` drops every key first (with events); a
+        prefix longer than the primary key's replaces the block's keys too.
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
         """  # noqa: E501
         try:
-            holders = self._index.get(key)
-        except TypeError:
-            raise InvalidArgument(f"key {key!r} is not hashable") from None
-        if not holders:
+            _owner(block)
+        except _NotABlock:
+            raise InvalidArgument(f"{_show(block)} is not a block of any pool") from None
+        if type(kv_cache_group_id) is not int or not 0 <= kv_cache_group_id < _MAX_GROUPS:
+            raise InvalidArgument(f"group id {kv_cache_group_id!r} is not an int in 0..2**32-1")
+        if type(replace_existing_hashes) is not bool:
+            raise InvalidArgument(
+                f"replace_existing_hashes must be a bool, got {replace_existing_hashes!r}"
+            )
+        if block.is_null:
             return None
-        return next(iter(holders.values()))
+        self._sizes(block_size, kv_cache_group_id)
+        hashes = _block_hashes(request)
+        hsz = self.hash_block_size
+        n = num_tokens
+        if type(n) is not int or n < 1 or n % hsz or n // hsz > len(hashes):
+            raise InvalidArgument(
+                f"num_tokens must be a positive multiple of {hsz} covered by the request's "
+                f"{len(hashes)} block hashes, got {n!r}"
+            )
+        self._need_caching()
+        self._cacheable(block, set())
+        m = n // hsz
+        h = hashes[m - 1]
+        parent = hashes[m - 2] if m > 1 else None
+        if type(h) is not bytes or (parent is not None and type(parent) is not bytes):
+            raise InvalidArgument("the request's block hashes must be bytes")
+        spec_req = _spec_request(request) if self.enable_kv_cache_events else None
+        key = h + kv_cache_group_id.to_bytes(GROUP_ID_BYTES, "big")
+        holders = self._index.get(key)
+        held = block._block_hash == key or (holders is not None and block.block_id in holders)
+        if replace_existing_hashes:
+            if block._block_hash is not None:
+                self._drop_key(block)
+            held = False
+        elif not held and block._block_hash is not None:
+            have = block._block_hash_num_tokens
+            if have is not None and have < n:
+                self._drop_key(block)  # a longer prefix replaces the shorter one
+        self._insert(key, block, n)
+        if spec_req is not None and not held:
+            self._log(
+                partial_event(
+                    self.num_hash_lookahead_tokens,
+                    self.medium,
+                    spec_req,
+                    key,
+                    h,
+                    parent,
+                    n,
+                    hsz,
+                    kv_cache_group_id,
+                )
+            )
+        return key
+
+    def move_block_hashes(self, src_block: KVCacheBlock, dst_block: KVCacheBlock) -> None:
+        """vLLM's: every key of ``src_block`` moves to ``dst_block`` (which holds none); no events.
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        """  # noqa: E501
+        src, dst = self._own([src_block, dst_block], null_ok=False)
+        if dst._block_hash is not None:
+            raise AlreadyCached(f"block {dst.block_id} already holds key {dst._block_hash!r}")
+        key = src._block_hash
+        if key is None:
+            return
+        if dst.ref_cnt < 1:
+            raise BlockNotInUse(f"block {dst.block_id} has ref_cnt 0: nobody wrote it")
+        keys = [key, *self._entries.pop(src.block_id, ())]
+        num_tokens = src._block_hash_num_tokens
+        src._block_hash = None
+        src._block_hash_num_tokens = None
+        index = self._index
+        for k in keys:
+            holders = index[k]
+            del holders[src.block_id]
+            holders[dst.block_id] = dst
+        dst._block_hash = key
+        dst._block_hash_num_tokens = num_tokens
+        if len(keys) > 1:
+            self._entries[dst.block_id] = keys[1:]
+
+    def emit_cached_block_events(
+        self, request: Any, num_cached_blocks: int, block_size: int, kv_cache_group_id: int
+    ) -> None:
+        """vLLM's: announce a prefix hit of ``num_cached_blocks`` blocks again (state unchanged).
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        """  # noqa: E501
+        n = num_cached_blocks
+        if type(n) is not int or n < 0:
+            raise InvalidArgument(f"num_cached_blocks must be an int >= 0, got {n!r}")
+        self._sizes(block_size, kv_cache_group_id)
+        if not self.enable_kv_cache_events or n == 0:
+            return
+        hashes = _block_hashes(request)
+        scale = block_size // self.hash_block_size
+        if len(hashes) // scale < n:
+            raise InvalidArgument(
+                f"the request has {len(hashes) // scale} block hashes at block size "
+                f"{block_size}, {n} are needed"
+            )
+        chosen = [hashes[(i + 1) * scale - 1] for i in range(n)]
+        if any(type(h) is not bytes for h in chosen):
+            raise InvalidArgument("the request's block hashes must be bytes")
+        suffix = kv_cache_group_id.to_bytes(GROUP_ID_BYTES, "big")
+        held: list[Hashable] = [h + suffix for h in chosen if h + suffix in self._index]
+        self._log(
+            stored_event(
+                self.num_hash_lookahead_tokens,
+                self.medium,
+                _spec_request(request),
+                held,
+                chosen,
+                None,
+                list(range(n)),
+                0,
+                n * block_size,
+                block_size,
+                kv_cache_group_id,
+            )
+        )
+
+    def get_cached_block(
+        self, block_hash: Hashable, kv_cache_group_ids: Iterable[int] | None = None
+    ) -> Any:
+        """vLLM's lookup: the oldest holder of ``block_hash`` in each group, or None.
+
+        With ``kv_cache_group_ids`` (vLLM's form) the result is a list with one
+        block per group, or None if any group misses (``[]`` for no groups). Without
+        it (the key-level form), ``block_hash`` is a whole index key and the result
+        is its oldest holder, or None.
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: kv_cache_group_ids is not None or (__return__ is None) == (block_hash not in self._index)
+        post: kv_cache_group_ids is not None or __return__ is None or __return__.block_hash == block_hash or block_hash in self._entries.get(__return__.block_id, ())
+        """  # noqa: E501
+        index = self._index
+        if kv_cache_group_ids is None:
+            try:
+                holders = index.get(block_hash)
+            except TypeError:
+                raise InvalidArgument(f"key {_show(block_hash)} is not hashable") from None
+            if not holders:
+                return None
+            return next(iter(holders.values()))
+        if type(block_hash) is not bytes:
+            raise InvalidArgument(f"block hash {block_hash!r} is not bytes")
+        groups = (
+            kv_cache_group_ids
+            if type(kv_cache_group_ids) is list
+            else _materialise(kv_cache_group_ids, "kv_cache_group_ids")
+        )
+        found: list[KVCacheBlock] = []
+        for g in groups:
+            if type(g) is not int or not 0 <= g < _MAX_GROUPS:
+                raise InvalidArgument(f"group id {g!r} is not an int in 0..2**32-1")
+        for g in groups:
+            holders = index.get(block_hash + g.to_bytes(GROUP_ID_BYTES, "big"))
+            if not holders:
+                return None
+            found.append(next(iter(holders.values())))
+        return found
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
         """Drop the key of each named block; the blocks stay where they are.
@@ -431,7 +944,7 @@ class BlockPool:
         n = self.num_gpu_blocks
         for i in ids:
             if type(i) is not int or not 0 <= i < n:
-                raise InvalidArgument(f"block id {i!r} is not an int in 0..{n - 1}")
+                raise InvalidArgument(f"block id {_show(i)} is not an int in 0..{n - 1}")
             if i == 0:
                 raise NullBlockMisuse("block id 0 is the null block")
         blocks = self.blocks
@@ -439,17 +952,79 @@ class BlockPool:
             block = blocks[i]
             if block._block_hash is not None:
                 self._drop_key(block)
+        if self.metrics_collector:
+            for i in ids:
+                self.metrics_collector.on_block_evicted(blocks[i])
+
+    def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
+        """vLLM's helper: drop every key ``block`` holds; whether it held any.
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        """  # noqa: E501
+        self._mine(block)
+        had = block._block_hash is not None
+        if had:
+            self._drop_key(block)
+        if self.metrics_collector:
+            self.metrics_collector.on_block_evicted(block)
+        return had
 
     def _drop_key(self, block: KVCacheBlock) -> None:
-        """``block`` forgets its key; announce the key removed if it was the last holder."""
+        """``block`` forgets every key it holds, primary first, then its further entries.
+
+        Each key is announced removed if ``block`` was its last holder.
+        """
         key = block._block_hash
         block._block_hash = None
-        holders = self._index[key]
-        del holders[block.block_id]
+        block._block_hash_num_tokens = None
+        try:
+            holders = self._index[key]
+            del holders[block.block_id]  # a block is in one holders dict: this proves it
+        except Exception:  # the key hashes elsewhere now, or its __eq__ raises
+            holders = self._holders_of(block)
+            del holders[block.block_id]
         if not holders:
-            del self._index[key]
+            self._forget(key, holders)
             if self.enable_kv_cache_events:
-                self._log(BlockRemoved(key))
+                self._log(removed(key, self.medium))
+        if self._entries:
+            index = self._index
+            for extra in self._entries.pop(block.block_id, ()):
+                holders = index[extra]
+                del holders[block.block_id]
+                if not holders:
+                    del index[extra]
+                    if self.enable_kv_cache_events:
+                        self._log(removed(extra, self.medium))
+
+    def _holders_of(self, block: KVCacheBlock) -> dict[int, KVCacheBlock]:
+        """The holders ``block`` is filed under, found by identity: no key is hashed.
+
+        For a key that no longer finds itself (its hash changed, its ``__eq__`` raises).
+        """
+        bid = block.block_id
+        for holders in self._index.values():
+            if holders.get(bid) is block:
+                return holders
+        raise AssertionError(f"INV-CACHE: block {bid} holds a key it is not indexed under")
+
+    def _forget(self, key: Hashable, holders: dict[int, KVCacheBlock]) -> None:
+        """Remove the emptied ``holders`` from the index; never raises.
+
+        If ``key`` no longer finds them (its hash changed, its ``__eq__`` raises), the
+        empty entry stays: every reader treats an empty entry as absent; the event
+        view drops the key by identity.
+        """
+        try:
+            if self._index.get(key) is holders:
+                del self._index[key]
+                return
+        except Exception:
+            pass
+        if self.enable_kv_cache_events:
+            # The consumer's view cannot find the key either: drop it by identity.
+            with contextlib.suppress(Exception):
+                self._event_view = {k for k in self._event_view if k is not key}
 
     def reset_prefix_cache(self) -> bool:
         """Forget every key, if no block is in use; fire every pending watcher. False if refused.
@@ -464,7 +1039,11 @@ class BlockPool:
         for holders in self._index.values():
             for block in holders.values():
                 block._block_hash = None
-        self._index = {}
+                block._block_hash_num_tokens = None
+        self._index.clear()
+        self._entries.clear()
+        if self.metrics_collector:
+            self.metrics_collector.reset()
         blocks = self.blocks
         firings = [(w, blocks[bid]) for bid, ws in self._watchers.items() for w in ws]
         self._watchers = {}
@@ -488,29 +1067,52 @@ class BlockPool:
         return firings
 
     @staticmethod
-    def _fire(firings: list[tuple[Watcher, KVCacheBlock]]) -> None:
-        """Call each watcher once. Errors go to ``sys.unraisablehook``; the rest still fire."""
+    def _fire(
+        firings: list[tuple[Watcher, KVCacheBlock]], handed_out: list[KVCacheBlock] | None = None
+    ) -> None:
+        """Call each watcher once. Errors go to ``sys.unraisablehook``; the rest still fire.
+
+        A ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) from a watcher, or
+        any exception from the hook itself, is held until every other watcher has
+        fired; then the first one is raised, carrying ``handed_out`` (the blocks
+        ``get_new_blocks`` handed out, which the caller now holds) as its
+        ``kvpool_blocks`` attribute.
+        """
         interrupt: BaseException | None = None
         for watcher, block in firings:
             try:
-                watcher(block)
-            except Exception as exc:
-                sys.unraisablehook(
-                    cast(Any, _Unraisable)(
-                        exc, f"Exception in reuse watcher for block {block.block_id}", watcher
+                try:
+                    watcher(block)
+                except Exception as exc:
+                    sys.unraisablehook(
+                        cast(Any, _Unraisable)(
+                            exc, f"Exception in reuse watcher for block {block.block_id}", watcher
+                        )
                     )
-                )
-            except BaseException as exc:  # KeyboardInterrupt, SystemExit: after the others
+            except BaseException as exc:  # after the others, so none is lost
                 if interrupt is None:
                     interrupt = exc
         if interrupt is not None:
+            if handed_out is not None:
+                try:
+                    interrupt.kvpool_blocks = handed_out  # type: ignore[attr-defined]
+                    interrupt.add_note(
+                        f"kvpool: get_new_blocks handed out {len(handed_out)} block(s); "
+                        "they are in this exception's kvpool_blocks attribute"
+                    )
+                except Exception:
+                    pass
             raise interrupt
 
     def _log(self, event: Event) -> None:
         self._events.append(event)
-        apply_event(self._event_view, event)
+        try:
+            apply_event(self._event_view, event)
+        except Exception:  # a key that no longer hashes: ``_forget`` has dropped it
+            if type(event) is not BlockRemoved:
+                raise
 
-    def take_events(self) -> list[Event]:
+    def take_events(self) -> list[Any]:
         """The events logged since the last call, oldest first (``[]`` when events are off).
 
         post: self._events == []
@@ -520,7 +1122,16 @@ class BlockPool:
             return []
         events = self._events
         self._events = []
+        if self._vllm_events is not None:
+            return [_to_vllm(self._vllm_events, e, self.medium) for e in events]
         return events
+
+    @property
+    def kv_event_queue(self) -> list[Any]:
+        """The events not yet taken, in the form ``take_events`` returns them (a copy)."""
+        if self._vllm_events is not None:
+            return [_to_vllm(self._vllm_events, e, self.medium) for e in self._events]
+        return list(self._events)
 
     # -- queries ------------------------------------------------------------------------
 
@@ -547,19 +1158,19 @@ class BlockPool:
         raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
         post: __return__ == (not block.is_null and block.ref_cnt == 1 and block.block_hash is None)
         """  # noqa: E501
-        if not isinstance(block, KVCacheBlock) or block.pool is None:
-            raise InvalidArgument(f"{block!r} is not a block of any pool")
+        try:
+            owner = _owner(block)
+        except _NotABlock:
+            raise InvalidArgument(f"{_show(block)} is not a block of any pool") from None
         if block.is_null:
             return False
-        if block.pool is not self._weak_self:
+        if owner is not self:
             raise ForeignBlock(f"block {block.block_id} belongs to another pool")
         return block.ref_cnt == 1 and block._block_hash is None
 
     def check_invariants(self) -> list[Violation]:
         """Every violated invariant, INV-LIST included, each naming its block (empty: all hold)."""
-        from .bridge import check_invariants
-
-        return check_invariants(self)
+        return _check_invariants(self)
 
     def __repr__(self) -> str:
         return (

@@ -15,6 +15,7 @@ is a sequential history.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,29 @@ from kvpool.spec.ops import (
 
 PoolFactory = Callable[[int, bool, bool], Any]
 """``factory(num_blocks, enable_caching, enable_kv_cache_events) -> pool``."""
+
+
+def by_keyword(factory: PoolFactory) -> PoolFactory:
+    """A factory that builds ``factory`` by keyword if it takes vLLM's constructor.
+
+    vLLM's ``BlockPool`` (and kvpool.impl's, a drop-in for it) take
+    ``hash_block_size`` third, so ``cls(n, caching, events)`` would misread ``events``.
+    """
+    if not isinstance(factory, type):
+        return factory
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return factory
+    if "hash_block_size" not in params:
+        return factory
+    cls = factory
+
+    def build(num_blocks: int, caching: bool, events: bool) -> Any:
+        return cls(num_blocks, enable_caching=caching, enable_kv_cache_events=events)
+
+    return build
+
 
 _KINDS = {k.value: k for k in ErrorKind}
 
@@ -91,7 +115,7 @@ class Driver:
     """Executes spec operations on concrete pools built by ``factory``."""
 
     def __init__(self, factory: PoolFactory, configs: list[tuple[int, bool, bool]]) -> None:
-        self.factory = factory
+        self.factory = by_keyword(factory)
         self.pools: list[Any | None] = []
         self._blocks: list[list[Any]] = []
         self._ref_of: dict[int, BlockRef] = {}

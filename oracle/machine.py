@@ -259,6 +259,11 @@ _SNAPSHOT_FIELDS = (
     "consumer view",
     "watchers registered",
     "watchers fired",
+    "primary key token counts",
+    "further keys",
+    "hash block size",
+    "lookahead tokens",
+    "medium",
 )
 
 

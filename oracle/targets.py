@@ -359,7 +359,9 @@ def resolve(spec: str, version_default: str | None = None) -> Target:
     if spec == "reference":
         from kvpool.impl import BlockPool
 
-        factory: PoolFactory = BlockPool
+        from .driver import by_keyword
+
+        factory: PoolFactory = by_keyword(BlockPool)
         name = "reference"
     elif spec == "spec":
         factory, name = spec_factory(), "spec"

@@ -2,7 +2,7 @@
 
 State (:class:`World`, :class:`PoolState`), operations as data (:mod:`.ops`),
 one entry point (:meth:`World.apply` / :func:`step`), and the named invariants
-(:mod:`.invariants`). Normative text: ``shared/design/semantics.md``.
+(:mod:`.invariants`). Normative text: ``docs/semantics.md``.
 """
 
 from .errors import (
@@ -18,36 +18,58 @@ from .errors import (
     PoolError,
     RefCountUnderflow,
 )
-from .events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event, replay
+from .events import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    Event,
+    apply_event,
+    replay,
+)
 from .invariants import INVARIANT_NAMES, INVARIANTS, Violation, check_pool, check_world
+from .keys import group_key, split_key
 from .ops import (
+    ALL_OP_CLASSES,
     OP_CLASSES,
+    VLLM_OP_CLASSES,
     BlockRef,
     CacheBlocks,
+    CacheFullBlocks,
+    CachePartialBlock,
     DropPool,
+    EmitCachedBlockEvents,
     EvictBlocks,
     Firing,
     FreeBlocks,
     GetCachedBlock,
+    GetCachedBlockGroups,
     GetNewBlocks,
     GetNumFreeBlocks,
     GetUsage,
     IsBlockWritable,
+    Lora,
+    MMFeature,
+    MoveBlockHashes,
     Op,
     Outcome,
+    Request,
     ResetPrefixCache,
     TakeEvents,
     Touch,
     UnpinBlocks,
 )
 from .state import NULL_BLOCK, PoolState, TraceError, World, step
+from .vllm_ops import HANDLERS as VLLM_HANDLERS  # registers the vLLM operations
 
 __all__ = [
+    "ALL_OP_CLASSES",
     "ERROR_CLASSES",
     "INVARIANTS",
     "INVARIANT_NAMES",
     "NULL_BLOCK",
     "OP_CLASSES",
+    "VLLM_HANDLERS",
+    "VLLM_OP_CLASSES",
     "AllBlocksCleared",
     "AlreadyCached",
     "BlockNotInUse",
@@ -55,8 +77,11 @@ __all__ = [
     "BlockRemoved",
     "BlockStored",
     "CacheBlocks",
+    "CacheFullBlocks",
+    "CachePartialBlock",
     "CachingDisabled",
     "DropPool",
+    "EmitCachedBlockEvents",
     "ErrorKind",
     "Event",
     "EvictBlocks",
@@ -64,18 +89,23 @@ __all__ = [
     "ForeignBlock",
     "FreeBlocks",
     "GetCachedBlock",
+    "GetCachedBlockGroups",
     "GetNewBlocks",
     "GetNumFreeBlocks",
     "GetUsage",
     "InsufficientFreeBlocks",
     "InvalidArgument",
     "IsBlockWritable",
+    "Lora",
+    "MMFeature",
+    "MoveBlockHashes",
     "NullBlockMisuse",
     "Op",
     "Outcome",
     "PoolError",
     "PoolState",
     "RefCountUnderflow",
+    "Request",
     "ResetPrefixCache",
     "TakeEvents",
     "Touch",
@@ -86,6 +116,8 @@ __all__ = [
     "apply_event",
     "check_pool",
     "check_world",
+    "group_key",
     "replay",
+    "split_key",
     "step",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .state import NULL_BLOCK, PoolState, World
+from .state import NULL_BLOCK, PoolState, World, shown
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,11 @@ def inv_null(ps: PoolState) -> list[Violation]:
         out.append(Violation("INV-NULL", "the null block is in the free queue", b))
     if ps.ref[b] != 0:
         out.append(Violation("INV-NULL", f"the null block's ref_cnt changed to {ps.ref[b]}", b))
-    if ps.key[b] is not None or any(b in holders for holders in ps.index.values()):
+    if (
+        ps.key[b] is not None
+        or b in ps.entries
+        or any(b in holders for holders in ps.index.values())
+    ):
         out.append(Violation("INV-NULL", "the null block is cached", b))
     if b in ps.pending:
         out.append(Violation("INV-NULL", "the null block is watched", b))
@@ -104,25 +108,66 @@ def inv_watch(ps: PoolState) -> list[Violation]:
     return out
 
 
+def same_key(a: object, b: object) -> bool:
+    """Whether two keys are the same key: identity first (so a NaN is itself), then ``==``.
+
+    A key whose ``__eq__`` raises or answers something that is not a bool is the same
+    only as itself: a check never fails because of what a key does.
+    """
+    if a is b:
+        return True
+    try:
+        return (a == b) is True
+    except Exception:
+        return False
+
+
 def inv_cache(ps: PoolState) -> list[Violation]:
-    """INV-CACHE: block in index under k <=> block holds k; nothing cached with caching off."""
+    """INV-CACHE: block in index under k <=> k is one of the keys the block holds.
+
+    A block's keys are its primary key and its further entries: distinct, further
+    entries only beside a primary key, a token count only for a primary key.
+    Nothing is cached with caching off.
+    """
     out: list[Violation] = []
     for b, k in enumerate(ps.key):
-        if k is not None and b not in ps.index.get(k, ()):
-            out.append(Violation("INV-CACHE", f"holds key {k!r} but the index does not say so", b))
-    for k, holders in ps.index.items():
+        extra = ps.entries.get(b, [])
+        if k is None and (extra or b in ps.tokens):
+            out.append(Violation("INV-CACHE", "further entries or a token count without a key", b))
+            continue
+        held = ps.keys_of(b)
+        if any(same_key(x, y) for i, x in enumerate(held) for y in held[i + 1 :]):
+            out.append(Violation("INV-CACHE", f"holds a key twice: {[shown(x) for x in held]}", b))
+        for key in held:
+            if b not in ps.index.get(key, ()):
+                out.append(
+                    Violation(
+                        "INV-CACHE", f"holds key {shown(key)} but the index does not say so", b
+                    )
+                )
+    for b in list(ps.entries) + list(ps.tokens):
+        if not 0 <= b < ps.num_blocks:
+            out.append(Violation("INV-CACHE", "keys recorded for a non-block id", b))
+    for key, holders in ps.index.items():
         if not holders:
-            out.append(Violation("INV-CACHE", f"key {k!r} is indexed with no block"))
+            out.append(Violation("INV-CACHE", f"key {shown(key)} is indexed with no block"))
         for b in holders:
-            if not 0 <= b < ps.num_blocks or ps.key[b] != k:
-                out.append(Violation("INV-CACHE", f"indexed under {k!r} but does not hold it", b))
+            if not 0 <= b < ps.num_blocks or not any(same_key(x, key) for x in ps.keys_of(b)):
+                out.append(
+                    Violation("INV-CACHE", f"indexed under {shown(key)} but does not hold it", b)
+                )
     if not ps.caching and (ps.index or any(k is not None for k in ps.key)):
         out.append(Violation("INV-CACHE", "caching is off but something is cached"))
     return out
 
 
 def inv_events(ps: PoolState) -> list[Violation]:
-    """INV-EVENTS: replaying every event ever logged gives exactly the indexed keys."""
+    """INV-EVENTS: replaying every event ever logged gives exactly the indexed keys.
+
+    The indexed keys are every key of every block, primary or further entry: a
+    key is announced stored when some block first holds it and removed only when
+    the last block holding it drops it (a move between blocks announces nothing).
+    """
     if not ps.events_on:
         if ps.log or ps.view:
             return [Violation("INV-EVENTS", "events are off but something was logged")]
@@ -130,8 +175,8 @@ def inv_events(ps: PoolState) -> list[Violation]:
     keys = set(ps.index)
     if ps.view == keys:
         return []
-    missing = sorted(map(repr, keys - ps.view))
-    extra = sorted(map(repr, ps.view - keys))
+    missing = sorted(map(shown, keys - ps.view))
+    extra = sorted(map(shown, ps.view - keys))
     return [
         Violation(
             "INV-EVENTS",

@@ -10,6 +10,15 @@ Blocks are named by :class:`BlockRef` ``(pool, block)``; a plain ``int`` given
 where a block is expected means "that block of the pool the call is made on".
 Watchers are named by an ``int`` id: the spec's stand-in for a callable. Two
 registrations with the same id are "that very object" twice.
+
+Two layers of operations share one state. The key-level ones (:data:`OP_CLASSES`:
+``CacheBlocks(blocks, keys)``, ``GetCachedBlock(key)``, ...) name index keys
+directly; the vLLM ones (:data:`VLLM_OP_CLASSES`: ``CacheFullBlocks``,
+``CachePartialBlock``, ``MoveBlockHashes``, ``GetCachedBlockGroups``,
+``EmitCachedBlockEvents``) are vLLM 0.33.0's calls, with the request as plain
+data (:class:`Request`). ``CacheBlocks`` is the special case of caching each
+block under a key given whole (already combined with its group, as vLLM's
+``BlockHashWithGroupId`` is), with no token count and no vLLM event fields.
 """
 
 from __future__ import annotations
@@ -109,6 +118,118 @@ class CacheBlocks:
 
 
 @dataclass(frozen=True)
+class Lora:
+    """A request's LoRA adapter, as the pool reads it (``adapter_id``, name, path)."""
+
+    adapter_id: int
+    name: str
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class MMFeature:
+    """One multimodal input of a request: its identifier and the token span it covers."""
+
+    identifier: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Request:
+    """What vLLM's pool reads of a request, as plain data.
+
+    ``block_hashes`` are the prefix-chained hashes at ``hash_block_size``
+    granularity; the other fields only shape events.
+    """
+
+    block_hashes: tuple[object, ...]
+    all_token_ids: tuple[int, ...] = ()
+    lora: Lora | None = None
+    mm: tuple[MMFeature, ...] = ()
+    cache_salt: str | None = None
+    session_id: Hashable | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "block_hashes", _seq(self.block_hashes))
+        object.__setattr__(self, "all_token_ids", _seq(self.all_token_ids))
+        object.__setattr__(self, "mm", _seq(self.mm))
+
+
+@dataclass(frozen=True)
+class CacheFullBlocks:
+    """vLLM's ``cache_full_blocks``: cache ``blocks[num_cached_blocks:num_full_blocks]``."""
+
+    request: object
+    blocks: tuple[object, ...]
+    num_cached_blocks: object
+    num_full_blocks: object
+    block_size: object
+    group: object
+    block_mask: tuple[object, ...] | None = None
+    pool: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "blocks", _refs(self.blocks, self.pool))
+        if self.block_mask is not None:
+            object.__setattr__(self, "block_mask", _seq(self.block_mask))
+
+
+@dataclass(frozen=True)
+class CachePartialBlock:
+    """vLLM's ``cache_partial_block``: make ``block`` reachable at a ``num_tokens`` prefix."""
+
+    request: object
+    block: object
+    num_tokens: object
+    group: object
+    block_size: object
+    replace_existing_hashes: object = False
+    pool: int = 0
+
+    def __post_init__(self) -> None:
+        (ref,) = _refs([self.block], self.pool)
+        object.__setattr__(self, "block", ref)
+
+
+@dataclass(frozen=True)
+class MoveBlockHashes:
+    """vLLM's ``move_block_hashes``: every key of ``src`` moves to ``dst``; no events."""
+
+    src: object
+    dst: object
+    pool: int = 0
+
+    def __post_init__(self) -> None:
+        src, dst = _refs([self.src, self.dst], self.pool)
+        object.__setattr__(self, "src", src)
+        object.__setattr__(self, "dst", dst)
+
+
+@dataclass(frozen=True)
+class GetCachedBlockGroups:
+    """vLLM's ``get_cached_block(block_hash, kv_cache_group_ids)``: a holder per group, or None."""
+
+    block_hash: object
+    group_ids: tuple[object, ...]
+    pool: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "group_ids", _seq(self.group_ids))
+
+
+@dataclass(frozen=True)
+class EmitCachedBlockEvents:
+    """vLLM's ``emit_cached_block_events``: announce a prefix hit again; the state is unchanged."""
+
+    request: object
+    num_cached_blocks: object
+    block_size: object
+    group: object
+    pool: int = 0
+
+
+@dataclass(frozen=True)
 class GetCachedBlock:
     """The oldest block holding ``key``, or None."""
 
@@ -188,6 +309,11 @@ Op = (
     | IsBlockWritable
     | TakeEvents
     | DropPool
+    | CacheFullBlocks
+    | CachePartialBlock
+    | MoveBlockHashes
+    | GetCachedBlockGroups
+    | EmitCachedBlockEvents
 )
 
 OP_CLASSES: tuple[type[Op], ...] = (
@@ -205,6 +331,18 @@ OP_CLASSES: tuple[type[Op], ...] = (
     TakeEvents,
     DropPool,
 )
+"""The key-level operations (what the golden vectors, proofs and the oracle's machine speak)."""
+
+VLLM_OP_CLASSES: tuple[type[Op], ...] = (
+    CacheFullBlocks,
+    CachePartialBlock,
+    MoveBlockHashes,
+    GetCachedBlockGroups,
+    EmitCachedBlockEvents,
+)
+"""vLLM 0.33.0's calls beyond the key-level ones: blocks with several keys, groups, moves."""
+
+ALL_OP_CLASSES: tuple[type[Op], ...] = OP_CLASSES + VLLM_OP_CLASSES
 
 
 class Firing(NamedTuple):

@@ -1,6 +1,6 @@
 """The abstract pool: its state, and the one entry point that applies an operation to it.
 
-Read this file next to ``shared/design/semantics.md``; each ``_op_*`` method is
+Read this file next to ``docs/semantics.md``; each ``_op_*`` method is
 one bullet of its "Operations" section, in the same words. The data structures
 are chosen so that every operation is O(1) amortised per block it names:
 
@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .errors import ErrorKind
-from .events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
+from .events import AllBlocksCleared, BlockStored, Event, apply_event
+from .keys import removed
 from .ops import (
     BlockRef,
     CacheBlocks,
@@ -49,6 +50,27 @@ from .ops import (
 )
 
 NULL_BLOCK = 0
+DEFAULT_HASH_BLOCK_SIZE = 16
+"""``hash_block_size`` when none is given (vLLM requires one; 16 is its default block size)."""
+MEDIUM_GPU = "GPU"
+"""The storage medium vLLM's events report by default."""
+
+MAX_COUNT = 2**63 - 1
+"""The largest count or block id any pool reads (an int64). A larger int is ``InvalidArgument``:
+so is any int Python will not print (more than ``sys.get_int_max_str_digits()`` digits)."""
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)`` for a message: never raises (a huge int, a raising ``__repr__``)."""
+    if type(value) is int:
+        if value.bit_length() > 200:
+            return f"<an int of {value.bit_length()} bits>"
+        return repr(value)
+    try:
+        text = repr(value)
+    except BaseException:
+        return f"<{type(value).__name__} object>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class TraceError(Exception):
@@ -115,14 +137,32 @@ class PoolState:
     """Watcher registrations ever made."""
     fired: int = 0
     """Watcher firings ever made."""
+    tokens: dict[int, int] = field(default_factory=dict)
+    """block -> prefix tokens its primary key covers (absent: none recorded, or no key)."""
+    entries: dict[int, list[Hashable]] = field(default_factory=dict)
+    """block -> its further keys (beyond ``key[b]``), oldest first; absent when it has none."""
+    hash_block_size: int = DEFAULT_HASH_BLOCK_SIZE
+    """The granularity of a request's ``block_hashes``."""
+    lookahead: int = 0
+    """``num_hash_lookahead_tokens``: tokens after each block that its hash also covers."""
+    medium: str = MEDIUM_GPU
+    """The storage medium events report."""
 
     @classmethod
-    def initial(cls, num_blocks: int, caching: bool = True, events: bool = False) -> PoolState:
+    def initial(
+        cls,
+        num_blocks: int,
+        caching: bool = True,
+        events: bool = False,
+        hash_block_size: int = DEFAULT_HASH_BLOCK_SIZE,
+        lookahead: int = 0,
+        medium: str = MEDIUM_GPU,
+    ) -> PoolState:
         """The pool as built: every non-null block free, in id order."""
         # TraceError guards (here, in World.pool and World.apply) reject malformed traces, not
         # pool calls: no golden vector can expect one; tests/test_oracle_vectors.py checks them.
         if type(num_blocks) is not int or num_blocks < 1:  # pragma: no cover
-            raise TraceError(f"num_blocks must be an int >= 1, got {num_blocks!r}")
+            raise TraceError(f"num_blocks must be an int >= 1, got {shown(num_blocks)}")
         return cls(
             num_blocks=num_blocks,
             caching=bool(caching),
@@ -132,6 +172,9 @@ class PoolState:
             free=OrderedDict.fromkeys(range(1, num_blocks)),
             index={},
             pending={},
+            hash_block_size=hash_block_size,
+            lookahead=lookahead,
+            medium=medium,
         )
 
     # Helpers below marked ``no cover`` are for callers (renderers, proofs, tests), not part
@@ -158,6 +201,11 @@ class PoolState:
             frozenset(self.view),
             self.registered,
             self.fired,
+            tuple(sorted(self.tokens.items())),
+            tuple(sorted((b, tuple(ks)) for b, ks in self.entries.items() if ks)),
+            self.hash_block_size,
+            self.lookahead,
+            self.medium,
         )
 
     # -- queries shared by operations and invariants --------------------------------
@@ -166,10 +214,17 @@ class PoolState:
         """Non-null blocks with ``ref_cnt > 0``, by INV-CONSERVE (O(1))."""
         return self.num_blocks - 1 - len(self.free)
 
+    def keys_of(self, b: int) -> list[Hashable]:
+        """Every key block ``b`` holds: its primary key first, then its further entries."""
+        k = self.key[b]
+        if k is None:
+            return []
+        return [k, *self.entries.get(b, ())]
+
     def describe(self) -> str:  # pragma: no cover
         """One line a person can read: the free queue, and who holds what."""
         used = [f"{b}x{r}" for b, r in enumerate(self.ref) if r and b != NULL_BLOCK]
-        keys = [f"{b}={k!r}" for b, k in enumerate(self.key) if k is not None]
+        keys = [f"{b}={self.keys_of(b)!r}" for b, k in enumerate(self.key) if k is not None]
         watch = [f"{b}:{ws}" for b, ws in self.pending.items()]
         return (
             f"free=[{' '.join(map(str, self.free))}] in_use=[{' '.join(used)}]"
@@ -244,7 +299,7 @@ class World:
             or not 0 <= entry.pool < len(self.pools)
             or not 0 <= entry.block < self.pools[entry.pool].num_blocks
         ):
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"{what} {entry!r} is not a block")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"{what} {shown(entry)} is not a block")
         return entry
 
     def _own_blocks(self, pi: int, entries: tuple[object, ...], null: str) -> list[int]:
@@ -284,16 +339,28 @@ class World:
             apply_event(ps.view, event)
 
     def _drop_key(self, ps: PoolState, b: int) -> None:
-        """Block ``b`` forgets its key; the key is announced removed if b was its last holder."""
-        k = ps.key[b]
-        if k is None:
-            return
+        """Block ``b`` forgets every key it holds (primary first, then its further entries).
+
+        Each key is announced removed if b was its last holder.
+        """
+        for k in self._unindex(ps, b):
+            self._log(ps, removed(k, ps.medium))
+
+    @staticmethod
+    def _unindex(ps: PoolState, b: int) -> list[Hashable]:
+        """Take every key of ``b`` out of the index; the keys nobody holds any more, in order."""
+        keys = ps.keys_of(b)
         ps.key[b] = None
-        holders = ps.index[k]
-        del holders[b]
-        if not holders:
-            del ps.index[k]
-            self._log(ps, BlockRemoved(k))
+        ps.tokens.pop(b, None)
+        ps.entries.pop(b, None)
+        gone: list[Hashable] = []
+        for k in keys:
+            holders = ps.index[k]
+            del holders[b]
+            if not holders:
+                del ps.index[k]
+                gone.append(k)
+        return gone
 
     # -- operations, one per bullet of the semantics ----------------------------------
 
@@ -301,10 +368,14 @@ class World:
         pi, n = op.pool, op.n
         ps = self.pool(pi)
         if type(n) is not int:
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"num_blocks must be an int, got {n!r}")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"num_blocks must be an int, got {shown(n)}")
         if n < 0:
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"num_blocks must be >= 0, got {n}")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"num_blocks must be >= 0, got {shown(n)}")
         if n > len(ps.free):
+            if n > MAX_COUNT:
+                raise _Refused(
+                    ErrorKind.INVALID_ARGUMENT, f"num_blocks {shown(n)} exceeds {MAX_COUNT}"
+                )
             raise _Refused(
                 ErrorKind.INSUFFICIENT_FREE_BLOCKS, f"Cannot get {n} free blocks from the pool"
             )
@@ -326,7 +397,8 @@ class World:
         self.pool(pi)
         if type(op.evict_first) is not bool:
             raise _Refused(
-                ErrorKind.INVALID_ARGUMENT, f"evict_first must be a bool, got {op.evict_first!r}"
+                ErrorKind.INVALID_ARGUMENT,
+                f"evict_first must be a bool, got {shown(op.evict_first)}",
             )
         # Group entries by owning pool, in first-seen order; skip null blocks and
         # blocks whose pool is gone.
@@ -377,7 +449,7 @@ class World:
         pi, w = op.pool, op.watcher
         ps = self.pool(pi)
         if type(w) is not int:
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"on_reuse must be callable, got {w!r}")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"on_reuse must be callable, got {shown(w)}")
         ids = self._own_blocks(pi, op.blocks, null="refuse")
         self._check_multiplicity(ps, ids, pi)
         released: list[int] = []
@@ -403,7 +475,9 @@ class World:
             )
         for k in op.keys:
             if k is None or not _hashable(k):
-                raise _Refused(ErrorKind.INVALID_ARGUMENT, f"key {k!r} is not a hashable non-None")
+                raise _Refused(
+                    ErrorKind.INVALID_ARGUMENT, f"key {shown(k)} is not a hashable non-None"
+                )
         if not ps.caching:
             raise _Refused(ErrorKind.CACHING_DISABLED, "prefix caching is disabled on this pool")
         ids = self._own_blocks(pi, op.blocks, null="refuse")
@@ -413,7 +487,7 @@ class World:
                 raise _Refused(ErrorKind.BLOCK_NOT_IN_USE, f"block {pi}:{b} has ref_cnt 0")
             if ps.key[b] is not None:
                 raise _Refused(
-                    ErrorKind.ALREADY_CACHED, f"block {pi}:{b} already holds key {ps.key[b]!r}"
+                    ErrorKind.ALREADY_CACHED, f"block {pi}:{b} already holds key {shown(ps.key[b])}"
                 )
             if b in seen:
                 raise _Refused(ErrorKind.INVALID_ARGUMENT, f"block {pi}:{b} is listed twice")
@@ -429,7 +503,7 @@ class World:
     def _op_get_cached_block(self, op: GetCachedBlock) -> Outcome:
         ps = self.pool(op.pool)
         if not _hashable(op.key):
-            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"key {op.key!r} is not hashable")
+            raise _Refused(ErrorKind.INVALID_ARGUMENT, f"key {shown(op.key)} is not hashable")
         holders = ps.index.get(op.key)
         return Outcome(value=next(iter(holders)) if holders else None)
 
@@ -439,7 +513,7 @@ class World:
             if type(i) is not int or not 0 <= i < ps.num_blocks:
                 raise _Refused(
                     ErrorKind.INVALID_ARGUMENT,
-                    f"block id {i!r} is not an int in 0..{ps.num_blocks - 1}",
+                    f"block id {shown(i)} is not an int in 0..{ps.num_blocks - 1}",
                 )
             if i == NULL_BLOCK:
                 raise _Refused(ErrorKind.NULL_BLOCK_MISUSE, "block id 0 is the null block")
@@ -456,6 +530,8 @@ class World:
             for b in holders:
                 ps.key[b] = None
         ps.index.clear()
+        ps.tokens.clear()
+        ps.entries.clear()
         fired = tuple(Firing(w, pi, b) for b, ws in ps.pending.items() for w in ws)
         ps.pending.clear()
         ps.fired += len(fired)

@@ -17,7 +17,9 @@ class MinimalPool:
     def __init__(
         self, num_gpu_blocks: int, enable_caching: bool = True, enable_kv_cache_events: bool = False
     ) -> None:
-        self._inner = BlockPool(num_gpu_blocks, enable_caching, enable_kv_cache_events)
+        self._inner = BlockPool(
+            num_gpu_blocks, enable_caching, enable_kv_cache_events=enable_kv_cache_events
+        )
         self.blocks = self._inner.blocks
 
     def get_new_blocks(self, n: Any) -> Any:

@@ -49,7 +49,7 @@ def test_the_catalogue_is_large_and_well_formed() -> None:
         assert m.pool_patches or m.queue_patches, m.name
         cls = m.pool_class()  # every patch applies exactly once to today's source
         assert cls is not BlockPool and issubclass(cls, object)
-        assert cls(4, True, False).get_num_free_blocks() in (2, 3, 4)
+        assert cls(4, True, enable_kv_cache_events=False).get_num_free_blocks() in (2, 3, 4)
 
 
 def test_a_patch_that_no_longer_applies_is_refused() -> None:

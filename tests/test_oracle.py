@@ -148,7 +148,7 @@ def test_record_and_check_log(tmp_path: Path) -> None:
     from kvpool import mutants
 
     good = tmp_path / "good.log"
-    rec = record(BlockPool(8, True, True), good)
+    rec = record(BlockPool(8, True, enable_kv_cache_events=True), good)
     _workload(rec)
     rec.close()
     assert check_log(good).divergence is None

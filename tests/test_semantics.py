@@ -1,4 +1,4 @@
-"""Every rule of shared/design/semantics.md, one test each, on the spec and on the impl.
+"""Every rule of docs/semantics.md, one test each, on the spec and on the impl.
 
 Each test runs twice (``backend_kind`` = spec, impl) and names the rule it checks.
 Scenarios use pool 0 with N = 8 unless they say otherwise. Block lists are ids.

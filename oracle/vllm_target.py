@@ -22,6 +22,7 @@ results. :func:`vllm_state` reads a vLLM pool as a spec ``PoolState``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -446,7 +447,9 @@ class _Codec:
 
 
 GROUP = 0
-BLOCK_SIZE = 1
+BLOCK_SIZE = 16
+"""Tokens per block the adapter caches with (vLLM's default block size, the spec's default
+``hash_block_size``); the token ids themselves are never read: every hash is given."""
 
 
 class _Request:
@@ -742,13 +745,33 @@ def vllm_state(pool: VllmPool) -> PoolState:
     )
 
 
-def decoded_state(pool: VllmPool) -> PoolState:
-    """A fork's own ``kvpool_state()``, with the hashes the adapter gave it as the keys."""
-    ps: PoolState = pool.inner.kvpool_state()
+def _decode_event(e: Any, dec: Callable[[Any], Hashable]) -> Any:
+    """A spec event whose keys are the adapter's hash codes, with the keys they stand for."""
+    changes: dict[str, Any] = {}
+    if dataclasses.is_dataclass(e):  # vLLM's own event fields: CacheBlocks models none
+        for f in dataclasses.fields(e):
+            if f.name not in ("keys", "key") and f.default is not dataclasses.MISSING:
+                changes[f.name] = f.default
+    if hasattr(e, "keys") and isinstance(e.keys, tuple):
+        changes["keys"] = tuple(dec(k) for k in e.keys)
+    if hasattr(e, "key"):
+        changes["key"] = dec(e.key)
+    return dataclasses.replace(e, **changes) if changes else e
+
+
+def decoded_state(pool: VllmPool, ps: PoolState | None = None) -> PoolState:
+    """A fork's own ``kvpool_state()`` (or ``ps``, a state read off the class behind the
+    adapter), with the hashes the adapter gave it as the keys."""
+    if ps is None:
+        ps = pool.inner.kvpool_state()
     dec = pool.codec.decode
     ps.key = [None if k is None else dec(k) for k in ps.key]
     ps.index = {dec(k): v for k, v in ps.index.items()}
-    ps.log = [e if isinstance(e, Event) else pool.translate(e) for e in ps.log]
+    ps.log = [_decode_event(e, dec) if isinstance(e, Event) else pool.translate(e) for e in ps.log]
+    # cache_full_blocks records how many tokens each key covers; the oracle's CacheBlocks,
+    # which the adapter turns into that call, models no tokens: nothing to compare
+    if getattr(ps, "tokens", None):
+        ps.tokens = {}
     # watchers may be given as the objects the adapter passed: name them as the oracle does
     ps.pending = {
         b: [w if type(w) is int else _watcher_id(w) for w in ws] for b, ws in ps.pending.items()

@@ -239,6 +239,16 @@ def spec_factory() -> PoolFactory:
 # -- reading state -------------------------------------------------------------------------
 
 
+_IMPL_LAYOUT = ("_index", "_watchers", "free_block_queue", "_events")
+"""What :func:`kvpool.impl.bridge.abstract` reads (pools built like kvpool.impl)."""
+
+
+def _wid(fn: Any) -> int:
+    from .vllm_target import _watcher_id
+
+    return _watcher_id(fn)
+
+
 def _state_reader(pool: Any) -> Callable[[Driver, int], PoolState] | None:
     """How to read a pool of this kind as a spec state, or None when it exposes nothing."""
     from kvpool.impl.bridge import abstract
@@ -250,10 +260,12 @@ def _state_reader(pool: Any) -> Callable[[Driver, int], PoolState] | None:
     if isinstance(pool, VllmPool):
         if hasattr(pool.inner, "kvpool_state"):  # a fork that says what its state is
             return lambda d, i: decoded_state(d.pool(i))
+        if all(hasattr(pool.inner, a) for a in _IMPL_LAYOUT):  # kvpool's own, vLLM's API
+            return lambda d, i: decoded_state(d.pool(i), abstract(d.pool(i).inner, _wid))
         if all(hasattr(pool.inner, a) for a in VLLM_LAYOUT):
             return lambda d, i: vllm_state(d.pool(i))
         return None
-    if all(hasattr(pool, a) for a in ("_index", "_watchers", "free_block_queue", "_events")):
+    if all(hasattr(pool, a) for a in _IMPL_LAYOUT):
         return lambda d, i: abstract(d.pool(i))
     return None
 
@@ -264,6 +276,7 @@ def _invariant_reader(pool: Any) -> Callable[[Driver, int], list[Violation]] | N
     if (
         isinstance(pool, VllmPool)
         and not hasattr(pool.inner, "kvpool_state")
+        and not all(hasattr(pool.inner, a) for a in _IMPL_LAYOUT)
         and all(hasattr(pool.inner, a) for a in VLLM_LAYOUT)
     ):  # the spec's INV-* on its state, and the free list's own shape
 

@@ -209,3 +209,20 @@ def test_matrix_pages_group_releases_and_link_each_finding() -> None:
     assert "| 0.8.0 to 0.8.1 | [INV-NULL (1 calls)](matrix.md#m-0-8-0-safety) |" in errata
     assert "| 0.9.0 | cannot load |" in errata and "| 0.10.0 | conforms |" in errata
     assert splice(errata, render_errata(rows[:1], ["safety"])).count("matrix:begin") == 1
+
+
+def test_kvpool_own_pool_is_driven_by_the_vllm_path_like_vllm() -> None:
+    """One path for vLLM-API pools: kvpool.impl.BlockPool, with vLLM 0.33.0's API, through
+    the same adapter and probe as a release conforms; a catalogue mutant of it does not."""
+    from kvpool import mutants
+    from kvpool.impl import BlockPool
+    from kvpool.oracle.vllm_target import class_factory
+
+    target = _probed("impl-as-vllm", class_factory(BlockPool))
+    assert isinstance(target.factory(2, True, False), VllmPool)
+    assert target.state_check is not None and "UnpinBlocks" in target.capabilities
+    report = conform(target, "exact", examples=30, max_blocks=6)
+    assert report.conforms, report.message
+    swapped = mutants.get("lifo-fifo-swapped").pool_class()
+    bad = conform(_probed("mutant-as-vllm", class_factory(swapped)), "exact", 30, max_blocks=6)
+    assert not bad.conforms

@@ -146,3 +146,9 @@ vllm-env: $(VLLM_STAMP)  ## build/vllm-venv: vLLM 0.33.0 on CPU torch, kvpool in
 
 test-vllm: $(VLLM_STAMP)  ## vLLM's KVCacheManager and Scheduler on vLLM's pool and on kvpool's, compared
 	KVPOOL_VLLM_TESTS=1 $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/vllm docs/10-vllm.md
+
+.PHONY: conform-releases
+
+conform-releases: $(STAMP)  ## every vLLM release 0.8.0..newest (downloads each wheel once, keeps 2 files): safety+exact matrix into docs/matrix.md and docs/errata.md
+	-$(BIN)/kvpool matrix --from 0.8.0 --to latest --level safety --level exact --examples $(or $(MATRIX_EXAMPLES),30) --json build/matrix.json
+	$(BIN)/python -m pytest -q -n 0 tests/releases/check_every_release.py

@@ -244,6 +244,16 @@ def main() -> None:
     help="pools per example; 1 turns off cross-pool frees and DropPool",
 )
 @click.option(
+    "--events/--no-events",
+    default=None,
+    help="KV events on/off in every pool (default: drawn per pool; off without take_events)",
+)
+@click.option(
+    "--caching/--no-caching",
+    default=None,
+    help="prefix caching on/off in every pool (default: drawn; off without a prefix cache)",
+)
+@click.option(
     "--json",
     "json_file",
     type=click.Path(dir_okay=False),
@@ -266,6 +276,8 @@ def conform_cmd(
     max_blocks: int,
     skip: tuple[str, ...],
     max_pools: int,
+    events: bool | None,
+    caching: bool | None,
     json_file: str | None,
     save_trace: str | None,
     call_timeout: float,
@@ -274,14 +286,21 @@ def conform_cmd(
     _writable_file(json_file, "--json")
     _writable_dir(save_trace, "--save-trace")
     target = _target(target_name, skip, call_timeout)
+    chosen = {k: v for k, v in (("events", events), ("caching", caching)) if v is not None}
+    settings = {**target.defaults, **chosen}
     console.print(
         f"[bold]kvpool conform[/bold] {target.name} at [bold]{level}[/bold]: "
         f"{examples} examples of up to {steps} calls"
     )
+    for name, value in sorted(settings.items()):
+        why = "option" if name in chosen else "the target cannot do otherwise"
+        console.print(f"  {name} {'on' if value else 'off'} in every pool ({why})")
     for s in target.skipped:
         console.print(f"  [yellow]skipped[/yellow] {s}")
     with console.status("searching (then shrinking any failure)..."):
-        report = conform(target, level, examples, seed, steps, max_blocks, max_pools=max_pools)
+        report = conform(
+            target, level, examples, seed, steps, max_blocks, max_pools=max_pools, **chosen
+        )
     if report.conforms:
         console.print(
             f"[green]conforms[/green] at {level}: no violation in {examples} "
@@ -336,6 +355,89 @@ def _write(path: str, text: str, option: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise BadInput(f"{option} {path}: cannot write it: {exc.strerror or exc}") from exc
+
+
+@main.command("matrix")
+@click.option("--from", "first", default="0.8.0", show_default=True, help="oldest release")
+@click.option("--to", "last", default="latest", show_default=True, help="newest release")
+@click.option(
+    "--level",
+    "levels",
+    multiple=True,
+    type=click.Choice(LEVELS),
+    default=("safety",),
+    show_default=True,
+    help="a level to run (repeatable)",
+)
+@click.option("--examples", "-n", type=click.IntRange(1), default=30, show_default=True)
+@click.option("--steps", type=click.IntRange(1), default=30, show_default=True)
+@click.option("--seed", type=int, default=None, help="random seed (default: derandomized)")
+@click.option("--max-pools", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default="docs/matrix.md", show_default=True)
+@click.option(
+    "--errata",
+    type=click.Path(dir_okay=False),
+    default="docs/errata.md",
+    show_default=True,
+    help="the page whose per-release section is rewritten ('' for none)",
+)
+@click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None)
+def matrix_cmd(
+    first: str,
+    last: str,
+    levels: tuple[str, ...],
+    examples: int,
+    steps: int,
+    seed: int | None,
+    max_pools: int,
+    out: str,
+    errata: str,
+    json_file: str | None,
+) -> None:
+    """Run LEVELs over every vLLM release from --from to --to; write the matrix page.
+
+    Downloads each release's wheel once (keeping only its two pool files). Exit 0 if
+    every release conforms at every level, 1 if any finding (or a release that cannot
+    be loaded), 2 for a release the registry does not have.
+    """
+    from .matrix import registry_releases, run_matrix, select, timed, write_pages
+
+    releases = select(registry_releases(), first, last)  # an unknown release: BadInput, exit 2
+    lv = list(dict.fromkeys(levels))
+    console.print(
+        f"[bold]kvpool matrix[/bold] {len(releases)} releases ({releases[0]} to "
+        f"{releases[-1]}) at {', '.join(lv)}: {examples} examples each"
+    )
+
+    def progress(row: Any) -> None:
+        if not row.loaded:
+            console.print(f"  {row.release}: [red]cannot load[/red] {row.error}")
+            return
+        cells = ", ".join(f"{c.level} {c.short()}" for c in row.cells.values())
+        console.print(f"  {row.release}: {cells}")
+
+    rows, seconds = timed(
+        lambda: run_matrix(releases, lv, examples, seed, steps, max_pools, progress)
+    )
+    command = (
+        f"kvpool matrix --from {releases[0]} --to {last} "
+        + " ".join(f"--level {x}" for x in lv)
+        + f" --examples {examples}"
+        + (f" --seed {seed}" if seed is not None else "")
+        + (f" --max-pools {max_pools}" if max_pools != 3 else "")
+    )
+    write_pages(
+        rows,
+        lv,
+        command,
+        seconds,
+        Path(out),
+        Path(errata) if errata else None,
+        Path(json_file) if json_file else None,
+    )
+    console.print(f"{out} written ({seconds:.0f} s)")
+    clean = all(r.loaded and all(c.conforms for c in r.cells.values()) for r in rows)
+    sys.exit(exits.CONFORMS if clean else exits.VIOLATION)
 
 
 @main.command("soak")

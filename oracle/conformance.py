@@ -226,6 +226,7 @@ def lockstep_config(
     max_pools: int = 3,
     **overrides: Any,
 ) -> LockstepConfig:
+    overrides = {**getattr(target, "defaults", {}), **overrides}  # options win
     caps = set(target.capabilities)
     ops = {c for c in caps if c in METHODS}
     if DROP_POOL in caps:

@@ -14,7 +14,11 @@ A Python target needs no adapter code when it keeps vLLM's API:
 ``.blocks`` (objects with ``block_id``) and the methods below. Methods it lacks are
 *capabilities* it lacks; the oracle tests what exists and says what it skipped. A pool
 that is vLLM's own class (it has ``cache_full_blocks`` but no ``cache_blocks``) is
-wrapped in the same adapter as the ``vllm`` target. To let the oracle compare the whole
+wrapped in the same adapter as the ``vllm`` target (:func:`~.vllm_target.class_factory`),
+whose API epoch and capabilities are probed on the class itself, not on the adapter.
+Without ``take_events`` a run has events off, without a prefix cache caching off, and
+when its blocks do not know their pool one pool per run (``kvpool conform --events``,
+``--caching``, ``--max-pools`` override). To let the oracle compare the whole
 state and check every INV-* on the target, a pool may also offer
 ``kvpool_state() -> kvpool.spec.PoolState``; pools built like kvpool.impl (``_index``,
 ``_watchers``) and like vLLM (``cached_block_hash_to_block``) are read without it.
@@ -107,6 +111,8 @@ class Target:
     skipped: list[str] = field(default_factory=list)
     """What is not tested, and why (capabilities it lacks, state it does not expose)."""
     close: Callable[[], None] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """Run settings its capabilities fix (``events``/``caching`` off); options override."""
 
 
 ALL_CAPS = frozenset([*METHODS, EVICT_FIRST, DROP_POOL, MULTI_POOL])
@@ -254,22 +260,51 @@ def spec_factory() -> PoolFactory:
 # -- reading state -------------------------------------------------------------------------
 
 
+_IMPL_LAYOUT = ("_index", "_watchers", "free_block_queue", "_events")
+"""What :func:`kvpool.impl.bridge.abstract` reads (pools built like kvpool.impl)."""
+
+
+def _wid(fn: Any) -> int:
+    from .vllm_target import _watcher_id
+
+    return _watcher_id(fn)
+
+
 def _state_reader(pool: Any) -> Callable[[Driver, int], PoolState] | None:
     """How to read a pool of this kind as a spec state, or None when it exposes nothing."""
     from kvpool.impl.bridge import abstract
 
-    from .vllm_target import VllmPool, vllm_state
+    from .vllm_target import VLLM_LAYOUT, VllmPool, decoded_state, vllm_state
 
     if hasattr(pool, "kvpool_state"):
         return lambda d, i: d.pool(i).kvpool_state()
     if isinstance(pool, VllmPool):
-        return lambda d, i: vllm_state(d.pool(i))
-    if all(hasattr(pool, a) for a in ("_index", "_watchers", "free_block_queue", "_events")):
+        if hasattr(pool.inner, "kvpool_state"):  # a fork that says what its state is
+            return lambda d, i: decoded_state(d.pool(i))
+        if all(hasattr(pool.inner, a) for a in _IMPL_LAYOUT):  # kvpool's own, vLLM's API
+            return lambda d, i: decoded_state(d.pool(i), abstract(d.pool(i).inner, _wid))
+        if all(hasattr(pool.inner, a) for a in VLLM_LAYOUT):
+            return lambda d, i: vllm_state(d.pool(i))
+        return None
+    if all(hasattr(pool, a) for a in _IMPL_LAYOUT):
         return lambda d, i: abstract(d.pool(i))
     return None
 
 
 def _invariant_reader(pool: Any) -> Callable[[Driver, int], list[Violation]] | None:
+    from .vllm_target import VLLM_LAYOUT, VllmPool, vllm_list_violations, vllm_state
+
+    if (
+        isinstance(pool, VllmPool)
+        and not hasattr(pool.inner, "kvpool_state")
+        and not all(hasattr(pool.inner, a) for a in _IMPL_LAYOUT)
+        and all(hasattr(pool.inner, a) for a in VLLM_LAYOUT)
+    ):  # the spec's INV-* on its state, and the free list's own shape
+
+        def vllm_inv(d: Driver, i: int) -> list[Violation]:
+            return vllm_list_violations(d.pool(i)) + check_pool(vllm_state(d.pool(i)))
+
+        return vllm_inv
     if hasattr(pool, "check_invariants") and hasattr(pool, "_index"):
         from kvpool.impl.bridge import check_invariants
 
@@ -281,49 +316,66 @@ def _invariant_reader(pool: Any) -> Callable[[Driver, int], list[Violation]] | N
 
 
 def _capabilities(pool: Any) -> frozenset[str]:
-    caps = {cap for cap, meth in METHODS.items() if callable(getattr(pool, meth, None))}
-    free = getattr(pool, "free_blocks", None)
-    if free is not None:
+    """What ``pool`` can do, asked of the pool class itself.
+
+    An adapter in front of a class (:class:`~.vllm_target.VllmPool`) says which of its
+    methods the class behind it backs (``kvpool_methods()``), whether its ``free_blocks``
+    takes ``evict_first`` and whether its blocks can be freed into another pool; any
+    other pool is probed directly.
+    """
+    backed = getattr(pool, "kvpool_methods", None)
+    methods = backed() if callable(backed) else None
+    caps = {
+        cap
+        for cap, meth in METHODS.items()
+        if callable(getattr(pool, meth, None)) and (methods is None or meth in methods)
+    }
+    asked = getattr(pool, "kvpool_evict_first", None)
+    if callable(asked):
+        if asked():
+            caps.add(EVICT_FIRST)
+    elif (free := getattr(pool, "free_blocks", None)) is not None:
         try:
             if "evict_first" in inspect.signature(free).parameters:
                 caps.add(EVICT_FIRST)
         except (TypeError, ValueError):
             pass
-    caps.update((DROP_POOL, MULTI_POOL))
+    multi = getattr(pool, "kvpool_multi_pool", None)
+    if not callable(multi) or multi():
+        caps.update((DROP_POOL, MULTI_POOL))
     return frozenset(caps)
 
 
-def _python_factory(obj: Any) -> PoolFactory:
-    from .vllm_target import VllmPool, _Codec
+def _defaults(caps: frozenset[str]) -> dict[str, Any]:
+    """Run settings the target's capabilities fix: no events without ``take_events``, no
+    caching without a prefix cache (``kvpool conform --events/--caching`` override)."""
+    out: dict[str, Any] = {}
+    if "TakeEvents" not in caps:
+        out["events"] = False
+    if "CacheBlocks" not in caps and "GetCachedBlock" not in caps:
+        out["caching"] = False
+    return out
 
-    if (
+
+def _vllm_shaped(obj: Any) -> bool:
+    """A vLLM-API class (a release, a fork, a subclass): it caches with ``cache_full_blocks``."""
+    return (
         inspect.isclass(obj)
-        and hasattr(obj, "cache_full_blocks")
+        and callable(getattr(obj, "cache_full_blocks", None))
         and not hasattr(obj, "cache_blocks")
-    ):  # vLLM's own class (or a fork of it): drive its prefix cache through its methods
-        module = sys.modules[obj.__module__]
-        codec = _Codec()
+    )
 
-        def vllm_like(n: int, caching: bool, events: bool) -> Any:
-            pool = VllmPool.__new__(VllmPool)
-            VllmPool.__init__(pool, types_namespace(obj, module), n, caching, events, codec)
-            return pool
 
-        return vllm_like
+def _python_factory(obj: Any) -> PoolFactory:
+    if _vllm_shaped(obj):  # drive its prefix cache through its own methods
+        from .vllm_target import class_factory
+
+        return class_factory(obj)
 
     def factory(n: int, caching: bool, events: bool) -> Any:
         return obj(n, enable_caching=caching, enable_kv_cache_events=events)
 
     return factory
-
-
-def types_namespace(cls: Any, module: Any) -> Any:
-    """A namespace whose ``BlockPool`` is ``cls`` (what :class:`VllmPool` builds from)."""
-    import types
-
-    ns = types.SimpleNamespace(BlockPool=cls, __dict__={})
-    ns.__dict__["__kvpool_version__"] = getattr(module, "__version__", cls.__name__)
-    return ns
 
 
 def describe_skips(caps: frozenset[str], state: bool) -> list[str]:
@@ -462,6 +514,7 @@ def _probed(name: str, factory: PoolFactory, timeout: float | None = None) -> Ta
         state_check=reader,
         target_invariants=inv,
         skipped=describe_skips(caps, reader is not None),
+        defaults=_defaults(caps),
     )
 
 

@@ -22,23 +22,31 @@ results. :func:`vllm_state` reads a vLLM pool as a spec ``PoolState``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import inspect
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import types
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvpool.spec.errors import InvalidArgument
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
+from kvpool.spec.invariants import Violation
 from kvpool.spec.state import PoolState
 
-from .workload import FakeRequest
+from .exits import BadInput
 
 DEFAULT_VLLM_VERSION = "0.33.0"
 FILES = ("vllm/v1/core/kv_cache_utils.py", "vllm/v1/core/block_pool.py")
@@ -72,120 +80,185 @@ def _find_wheel(where: Path, version: str) -> Path | None:
     return wheels[0] if wheels else None
 
 
+class NoSuchRelease(VllmUnavailable, BadInput):
+    """The registry has no vLLM release of that version (a usage error, exit 2)."""
+
+
+_MISSING = ("No matching distribution", "Could not find a version")
+
+
 def fetch_sources(version: str = DEFAULT_VLLM_VERSION, *, quiet: bool = True) -> Path:
-    """The directory holding vLLM ``version``'s block-pool sources, downloading once."""
+    """The directory holding vLLM ``version``'s block-pool sources, downloading once.
+
+    Only the two source files are kept: the wheel (230-490 MB) is downloaded into a
+    scratch directory of the cache, the two files are extracted, and the wheel is
+    deleted. A wheel left over by an older kvpool is deleted once its files are out.
+    """
     root = cache_dir() / f"vllm-{version}"
     src = root / "src"
-    if all((src / f).is_file() for f in FILES):
-        return src
     wheels = root / "wheels"
+    if all((src / f).is_file() for f in FILES):
+        shutil.rmtree(wheels, ignore_errors=True)
+        return src
     wheels.mkdir(parents=True, exist_ok=True)
-    wheel = _find_wheel(wheels, version)
-    if wheel is None:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-        cmd += ["--dest", str(wheels), f"vllm=={version}"]
-        if quiet:
-            cmd.append("--quiet")
-        done = subprocess.run(cmd, capture_output=quiet, text=True, check=False)
+    try:
         wheel = _find_wheel(wheels, version)
-        if done.returncode != 0 or wheel is None:
-            detail = (done.stderr or "")[-2000:] if quiet else ""
-            raise VllmUnavailable(f"pip download vllm=={version} failed: {detail}")
-    with zipfile.ZipFile(wheel) as archive:
-        for name in FILES:
-            target = src / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(archive.read(name))
+        if wheel is None:
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--no-cache-dir",
+            ]
+            cmd += ["--ignore-requires-python", "--dest", str(wheels), f"vllm=={version}"]
+            if quiet:
+                cmd.append("--quiet")
+            done = subprocess.run(cmd, capture_output=quiet, text=True, check=False)
+            wheel = _find_wheel(wheels, version)
+            if done.returncode != 0 or wheel is None:
+                detail = (done.stderr or "")[-2000:] if quiet else ""
+                if any(m in detail for m in _MISSING):
+                    raise NoSuchRelease(f"no vLLM release {version!r} on the registry")
+                raise VllmUnavailable(f"pip download vllm=={version} failed: {detail}")
+        with zipfile.ZipFile(wheel) as archive:
+            names = set(archive.namelist())
+            missing = [n for n in FILES if n not in names]
+            if missing:
+                raise VllmUnavailable(f"vLLM {version}'s wheel has no {', '.join(missing)}")
+            for name in FILES:
+                target = src / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(name))
+    finally:
+        shutil.rmtree(wheels, ignore_errors=True)
     return src
 
 
-# -- stand-ins for vLLM's heavy imports ------------------------------------------------
+# -- stand-ins for whatever the two files import ---------------------------------------
 
 
 class _Event:
     """Stand-in for vLLM's msgspec event structs: keeps the keyword arguments as attributes."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.__dict__.update(kwargs)
+        if args:  # positional construction (some releases): keep them in order
+            self.__dict__["_args"] = args
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.__dict__})"
 
 
-def _stub_modules() -> dict[str, types.ModuleType]:
-    def mod(name: str, **attrs: Any) -> types.ModuleType:
-        m = types.ModuleType(name)
-        m.__dict__.update(attrs)
-        return m
+class _PlaceholderMeta(type):
+    """Placeholders answer any class attribute with another placeholder (enum members...)."""
 
-    class _Anything:
-        """A name vLLM imports for typing or for code paths the oracle never takes."""
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _placeholder(f"{cls.__name__}.{name}", cls.__module__)
 
-        def __init__(self, *a: Any, **k: Any) -> None:
-            pass
+    def __getitem__(cls, item: Any) -> Any:  # Placeholder[int] in an annotation
+        return cls
 
-    def _unused(*a: Any, **k: Any) -> Any:
-        raise NotImplementedError("not available in kvpool's isolated vLLM load")
 
-    def _quiet_logger(name: str) -> logging.Logger:
-        log = logging.getLogger(f"kvpool.vllm.{name}")
-        log.setLevel(logging.ERROR)
-        return log
+class _Placeholder(metaclass=_PlaceholderMeta):
+    """A name vLLM imports for typing, configuration or code paths the oracle never takes."""
 
-    events = mod(
-        "vllm.distributed.kv_events",
-        MEDIUM_GPU="GPU",
-        KVCacheEvent=_Event,
-        AllBlocksCleared=type("AllBlocksCleared", (_Event,), {}),
-        BlockRemoved=type("BlockRemoved", (_Event,), {}),
-        BlockStored=type("BlockStored", (_Event,), {}),
-    )
-    return {
-        "vllm": mod("vllm", __path__=[]),
-        "vllm.envs": mod("vllm.envs", VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=False),
-        "vllm.config": mod("vllm.config", VllmConfig=_Anything),
-        "vllm.logger": mod("vllm.logger", init_logger=_quiet_logger),
-        "vllm.multimodal": mod("vllm.multimodal", __path__=[]),
-        "vllm.multimodal.utils": mod("vllm.multimodal.utils", get_mm_features_in_window=_unused),
-        "vllm.utils": mod("vllm.utils", __path__=[]),
-        "vllm.utils.hashing": mod("vllm.utils.hashing", xxhash=_unused, xxhash_cbor=_unused),
-        "vllm.utils.math_utils": mod("vllm.utils.math_utils", cdiv=lambda a, b: -(a // -b)),
-        "vllm.v1": mod("vllm.v1", __path__=[]),
-        "vllm.v1.core": mod("vllm.v1.core", __path__=[]),
-        "vllm.v1.kv_cache_interface": mod(
-            "vllm.v1.kv_cache_interface",
-            KVCacheConfig=_Anything,
-            KVCacheGroupSpec=_Anything,
-            KVCacheSpec=_Anything,
-            MambaSpec=_Anything,
-            UniformTypeKVCacheSpecs=_Anything,
-            iter_layer_specs=_unused,
-        ),
-        "vllm.v1.kv_cache_spec_registry": mod(
-            "vllm.v1.kv_cache_spec_registry", KVCacheSpecRegistry=_Anything
-        ),
-        "vllm.v1.request": mod("vllm.v1.request", Request=_Anything),
-        "vllm.v1.utils": mod("vllm.v1.utils", tensor_data=_unused),
-        "vllm.v1.core.kv_cache_metrics": mod(
-            "vllm.v1.core.kv_cache_metrics", KVCacheMetricsCollector=_Anything
-        ),
-        "vllm.distributed": mod("vllm.distributed", __path__=[]),
-        "vllm.distributed.kv_events": events,
-    }
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def _placeholder(name: str, module: str) -> type:
+    return _PlaceholderMeta(name, (_Placeholder,), {"__module__": module})
+
+
+def _quiet_logger(name: str) -> logging.Logger:
+    log = logging.getLogger(f"kvpool.vllm.{name}")
+    log.setLevel(logging.ERROR)
+    return log
+
+
+_REAL: dict[str, Any] = {
+    # the few imported names whose behaviour the pool's code paths depend on
+    "cdiv": lambda a, b: -(a // -b),
+    "round_up": lambda x, y: -(x // -y) * y,
+    "init_logger": _quiet_logger,
+    "gc_untrack": lambda obj: obj,
+    "MEDIUM_GPU": "GPU",
+    "KVCacheEvent": _Event,
+    "AllBlocksCleared": type("AllBlocksCleared", (_Event,), {}),
+    "BlockRemoved": type("BlockRemoved", (_Event,), {}),
+    "BlockStored": type("BlockStored", (_Event,), {}),
+}
+
+
+class _StandIn(types.ModuleType):
+    """A module of stand-ins: a real one for each name in ``_REAL``, else a placeholder."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = _REAL.get(name)
+        if value is None:
+            value = _placeholder(name, self.__name__)
+        setattr(self, name, value)
+        return value
+
+
+class _Envs(types.ModuleType):
+    """``vllm.envs``: every flag off (the pool's defaults)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return False
+
+
+class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports a stand-in for a module: any ``vllm.*`` (first), or, as a last resort,
+    any other module that is not installed (torch, msgspec, ...)."""
+
+    def __init__(self, roots: frozenset[str] | None) -> None:
+        self.roots = roots  # None: anything (the last-resort finder)
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if self.roots is not None and fullname.partition(".")[0] not in self.roots:
+            return None
+        return importlib.util.spec_from_loader(fullname, self, is_package=True)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        if spec.name == "vllm.envs":
+            return _Envs(spec.name)
+        return _StandIn(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        if module.__name__ == "vllm":
+            module.__dict__["envs"] = importlib.import_module("vllm.envs")
 
 
 @contextlib.contextmanager
-def _borrowed_modules(modules: dict[str, types.ModuleType]) -> Iterator[None]:
-    """Put ``modules`` in ``sys.modules`` for the block only; restore what was there."""
-    saved = {name: sys.modules.get(name) for name in modules}
-    sys.modules.update(modules)
+def _stand_ins(borrowed: dict[str, types.ModuleType]) -> Iterator[None]:
+    """Stand-ins (and ``borrowed``) in ``sys.modules`` for the block only; then the old state."""
+    before = dict(sys.modules)
+    first, last = _StandInFinder(frozenset({"vllm"})), _StandInFinder(None)
+    sys.meta_path.insert(0, first)
+    sys.meta_path.append(last)
+    sys.modules.update(borrowed)
     try:
         yield
     finally:
-        for name, old in saved.items():
-            if old is None:
-                sys.modules.pop(name, None)
-            else:
+        sys.meta_path.remove(first)
+        sys.meta_path.remove(last)
+        for name, mod in list(sys.modules.items()):
+            if name not in before and (isinstance(mod, _StandIn | _Envs) or name in borrowed):
+                del sys.modules[name]
+        for name, old in before.items():
+            if sys.modules.get(name) is not old:
                 sys.modules[name] = old
 
 
@@ -197,34 +270,141 @@ def _exec(private: str, public: str, path: Path, borrowed: dict[str, types.Modul
     module.__file__ = str(path)
     sys.modules[private] = module  # dataclasses look their module up while executing
     borrowed[public] = module
-    with _borrowed_modules(borrowed):
+    with _stand_ins(borrowed):
         code = compile(path.read_text(encoding="utf-8"), str(path), "exec")
         exec(code, module.__dict__)
     return module
 
 
 def load_vllm(version: str = DEFAULT_VLLM_VERSION) -> types.ModuleType:
-    """vLLM ``version``'s ``block_pool`` module (installed, or loaded in isolation)."""
+    """vLLM ``version``'s ``block_pool`` module (installed, or loaded in isolation).
+
+    :class:`NoSuchRelease` if the registry has no such release; :class:`VllmUnavailable`
+    if it exists but its pool cannot be downloaded or loaded.
+    """
     if version in _LOADED:
         return _LOADED[version]
     module = _installed(version)
     if module is None:
         src = fetch_sources(version)
         tag = "_kvpool_vllm_" + version.replace(".", "_")
-        borrowed = _stub_modules()
+        borrowed: dict[str, types.ModuleType] = {}
         try:
-            _exec(
-                f"{tag}.kv_cache_utils",
-                "vllm.v1.core.kv_cache_utils",
-                src / FILES[0],
-                borrowed,
-            )
+            _exec(f"{tag}.kv_cache_utils", "vllm.v1.core.kv_cache_utils", src / FILES[0], borrowed)
             module = _exec(f"{tag}.block_pool", "vllm.v1.core.block_pool", src / FILES[1], borrowed)
         except Exception as exc:
-            raise VllmUnavailable(f"could not load vLLM {version}'s block pool: {exc}") from exc
+            raise VllmUnavailable(
+                f"could not load vLLM {version}'s block pool: {type(exc).__name__}: {exc}"
+            ) from exc
     module.__dict__.setdefault("__kvpool_version__", version)
     _LOADED[version] = module
     return module
+
+
+# -- the API epochs, found by probing the class -------------------------------------------
+
+
+@dataclass(frozen=True)
+class VllmApi:
+    """What one vLLM-shaped ``BlockPool`` class takes and offers, found by probing it.
+
+    Every field is read off the class (signatures, annotations, attributes), so a fork
+    or a release nobody listed is driven by what it is, not by its version number.
+    """
+
+    init_params: frozenset[str]
+    """``__init__``'s parameter names (``hash_block_size`` is absent up to ~0.11)."""
+    touch_per_group: bool
+    """``touch`` takes a tuple of per-group block lists (up to ~0.13)."""
+    lookup_groups: bool
+    """``get_cached_block(hash, group_ids) -> list | None`` (0.8: ``(hash) -> block``)."""
+    cache_params: tuple[str, ...]
+    """``cache_full_blocks``'s parameter names, filled by name."""
+    hash_type: Any
+    """The NamedTuple a block hash is (BlockHashType / BlockHash, up to ~0.10), or None: bytes."""
+    evict_first: bool
+    """``free_blocks(blocks, evict_first=...)`` (from 0.34)."""
+    methods: frozenset[str]
+    """Which of vLLM's optional methods the class has (unpin_blocks from 0.30, ...)."""
+
+    def describe(self) -> str:
+        parts = [
+            "hash_block_size" if "hash_block_size" in self.init_params else "no hash_block_size",
+            "touch per group" if self.touch_per_group else "touch flat",
+            "lookup by groups" if self.lookup_groups else "lookup without groups",
+            "tuple hashes" if self.hash_type is not None else "bytes hashes",
+        ]
+        if self.evict_first:
+            parts.append("evict_first")
+        return ", ".join(parts)
+
+
+OPTIONAL = (
+    "touch",
+    "unpin_blocks",
+    "reset_prefix_cache",
+    "get_num_free_blocks",
+    "get_usage",
+    "is_block_writable",
+    "evict_blocks",
+    "take_events",
+    "get_cached_block",
+    "cache_full_blocks",
+)
+
+
+def _params(fn: Any) -> list[inspect.Parameter]:
+    try:
+        ps = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return ps[1:] if ps and ps[0].name == "self" else ps
+
+
+_INIT_KEYWORDS = frozenset({"hash_block_size", "enable_kv_cache_events"})
+
+
+def _init_params(cls: Any) -> set[str]:
+    """``__init__``'s parameter names; through a ``*args, **kwargs`` wrapper (a plugin's
+    patch), those of the first ``__init__`` up the class's MRO that names them."""
+    for klass in getattr(cls, "__mro__", (cls,)):
+        init = klass.__dict__.get("__init__", None) if klass is not cls else cls.__init__
+        if init is None:
+            continue
+        ps = _params(init)
+        if not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in ps):
+            return {p.name for p in ps}
+    return set(_INIT_KEYWORDS)  # only a wrapper to see: assume the current keywords
+
+
+def probe_api(cls: Any) -> VllmApi:
+    """The API epoch of a vLLM-shaped class, from its signatures and attributes."""
+    init = _init_params(cls)
+    touch = _params(getattr(cls, "touch", None))
+    note = str(touch[0].annotation).replace(" ", "") if touch else ""
+    per_group = note.startswith(("tuple[", "Tuple[", "typing.Tuple[")) or note.startswith(
+        ("Sequence[Sequence", "list[list", "Sequence[list")
+    )
+    lookup = [p for p in _params(getattr(cls, "get_cached_block", None)) if p.kind != p.VAR_KEYWORD]
+    cache = tuple(p.name for p in _params(getattr(cls, "cache_full_blocks", None)))
+    fn = getattr(cls, "cache_full_blocks", None) or cls.__init__
+    namespace = getattr(fn, "__globals__", {})
+    hash_type = None
+    for name in ("BlockHashType", "BlockHash"):
+        candidate = namespace.get(name)
+        if isinstance(candidate, type) and hasattr(candidate, "_fields"):
+            hash_type = candidate
+            break
+    free = {p.name for p in _params(getattr(cls, "free_blocks", None))}
+    return VllmApi(
+        init_params=frozenset(init),
+        touch_per_group=per_group,
+        lookup_groups=len(lookup) >= 2,
+        cache_params=cache,
+        hash_type=hash_type,
+        evict_first="evict_first" in free,
+        methods=frozenset(m for m in OPTIONAL if callable(getattr(cls, m, None))),
+    )
 
 
 # -- the adapter ---------------------------------------------------------------------------
@@ -249,15 +429,49 @@ class _Codec:
             self.key[code] = key
         return code
 
-    def decode(self, code: object) -> Hashable:
+    def decode(self, code: Any) -> Hashable:
+        """The key behind a hash as vLLM keeps it: bytes (maybe with a 4-byte group id
+        appended), or a NamedTuple holding them (``block_hash`` / ``hash_value``)."""
+        for _ in range(4):
+            inner = getattr(code, "block_hash", None)
+            if inner is None:
+                inner = getattr(code, "hash_value", None)
+            if inner is None:
+                break
+            code = inner
         if isinstance(code, bytes | bytearray):
             raw = bytes(code)
             return self.key.get(raw, self.key.get(raw[:-4], raw))
-        return code
+        out: Hashable = code
+        return out
 
 
 GROUP = 0
-BLOCK_SIZE = 1
+BLOCK_SIZE = 16
+"""Tokens per block the adapter caches with (vLLM's default block size, the spec's default
+``hash_block_size``); the token ids themselves are never read: every hash is given."""
+
+
+class _Request:
+    """What ``cache_full_blocks`` reads of a vLLM request, in any release."""
+
+    def __init__(self, block_hashes: list[Any]) -> None:
+        self.request_id = "kvpool"
+        self.block_hashes = block_hashes
+        self.all_token_ids = [0] * (len(block_hashes) * BLOCK_SIZE)
+        self.num_tokens = len(self.all_token_ids)
+        self.lora_request = None
+        self.cache_salt = None
+        self.mm_features: tuple[()] = ()
+        self.mm_positions: list[Any] = []
+        self.mm_hashes: list[Any] = []
+        self.prompt_embeds = None
+        self.session_id = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None  # an attribute of a release's Request the oracle does not model
 
 
 class _Counted:
@@ -274,23 +488,46 @@ class _Counted:
         self.fn(block)
 
 
+ADAPTED: dict[str, str] = {
+    "get_new_blocks": "get_new_blocks",
+    "free_blocks": "free_blocks",
+    "touch": "touch",
+    "unpin_blocks": "unpin_blocks",
+    "reset_prefix_cache": "reset_prefix_cache",
+    "get_num_free_blocks": "get_num_free_blocks",
+    "get_usage": "get_usage",
+    "is_block_writable": "is_block_writable",
+    "evict_blocks": "evict_blocks",
+    "cache_blocks": "cache_full_blocks",
+    "get_cached_block": "get_cached_block",
+    "take_events": "take_events",
+}
+"""The adapter's methods (the Driver's API) -> the vLLM method each one calls."""
+
+
 class VllmPool:
-    """vLLM's ``BlockPool`` behind the API the oracle's Driver calls."""
+    """A vLLM-shaped ``BlockPool`` (any release, a fork) behind the API the Driver calls.
+
+    ``cls`` is the pool class; its :class:`VllmApi` says how to call it.
+    """
 
     def __init__(
         self,
-        module: types.ModuleType,
+        module: Any,
         num_gpu_blocks: int,
         enable_caching: bool = True,
         enable_kv_cache_events: bool = False,
         codec: _Codec | None = None,
+        api: VllmApi | None = None,
     ) -> None:
-        self.inner = module.BlockPool(
-            num_gpu_blocks,
-            enable_caching,
-            hash_block_size=BLOCK_SIZE,
-            enable_kv_cache_events=enable_kv_cache_events,
-        )
+        cls = module.BlockPool
+        self.api = api or probe_api(cls)
+        kwargs: dict[str, Any] = {}
+        if "hash_block_size" in self.api.init_params:
+            kwargs["hash_block_size"] = BLOCK_SIZE
+        if "enable_kv_cache_events" in self.api.init_params:
+            kwargs["enable_kv_cache_events"] = enable_kv_cache_events
+        self.inner = cls(num_gpu_blocks, enable_caching, **kwargs)
         self.module = module
         self.codec = codec or _Codec()
         self.blocks = self.inner.blocks
@@ -299,19 +536,39 @@ class VllmPool:
         self.enable_kv_cache_events = enable_kv_cache_events
         self.fired = 0
         self.taken_view: set[Hashable] = set()
+        self._counted: dict[int, _Counted] = {}
+
+    def kvpool_methods(self) -> frozenset[str]:
+        """The adapter methods that work: those whose vLLM method the class has."""
+        have = self.api.methods | {"get_new_blocks", "free_blocks"}
+        return frozenset(m for m, theirs in ADAPTED.items() if theirs in have)
+
+    def kvpool_evict_first(self) -> bool:
+        return self.api.evict_first
+
+    def kvpool_multi_pool(self) -> bool:
+        """Cross-pool frees: its blocks know their pool (vLLM from 0.30); else one pool."""
+        return bool(self.blocks) and hasattr(self.blocks[0], "pool")
 
     # straight through
     def get_new_blocks(self, num_blocks: int) -> list[Any]:
         return list(self.inner.get_new_blocks(num_blocks))
 
-    def free_blocks(self, blocks: Iterable[Any]) -> None:
-        self.inner.free_blocks(blocks)
+    def free_blocks(self, blocks: Iterable[Any], evict_first: bool = False) -> None:
+        if self.api.evict_first:
+            self.inner.free_blocks(blocks, evict_first=evict_first)
+        else:
+            self.inner.free_blocks(blocks)
 
     def touch(self, blocks: list[Any]) -> None:
-        self.inner.touch(blocks)
+        self.inner.touch((blocks,) if self.api.touch_per_group else blocks)
 
     def unpin_blocks(self, blocks: list[Any], on_reuse: Any) -> None:
-        fn = _Counted(on_reuse, self) if callable(on_reuse) else on_reuse
+        fn = on_reuse
+        if callable(on_reuse):  # one wrapper per watcher: the pool sees the same object
+            fn = self._counted.get(id(on_reuse))
+            if fn is None or fn.fn is not on_reuse:
+                fn = self._counted[id(on_reuse)] = _Counted(on_reuse, self)
         self.inner.unpin_blocks(blocks, fn)
 
     def reset_prefix_cache(self) -> bool:
@@ -330,15 +587,34 @@ class VllmPool:
         self.inner.evict_blocks(block_ids)
 
     # the prefix cache, through vLLM's own methods
+    def _hash(self, code: bytes) -> Any:
+        t = self.api.hash_type
+        if t is None:
+            return code
+        values = {"hash_value": code, "token_ids": (0,) * BLOCK_SIZE, "extra_keys": None}
+        return t(*(values.get(f) for f in t._fields))
+
     def cache_blocks(self, blocks: list[Any], keys: list[Any]) -> None:
-        codes = [self.codec.encode(k) for k in keys]
-        request = FakeRequest("kvpool", [0] * (len(codes) * BLOCK_SIZE), codes)
-        self.inner.cache_full_blocks(request, blocks, 0, len(blocks), BLOCK_SIZE, GROUP)
+        hashes = [self._hash(self.codec.encode(k)) for k in keys]
+        given = {
+            "request": _Request(hashes),
+            "blocks": blocks,
+            "block_hashes": hashes,
+            "num_cached_blocks": 0,
+            "num_full_blocks": len(blocks),
+            "block_size": BLOCK_SIZE,
+            "kv_cache_group_id": GROUP,
+            "hash_fn": _no_hash_fn,
+        }
+        args = [given[p] for p in self.api.cache_params if p in given]
+        self.inner.cache_full_blocks(*args)
 
     def get_cached_block(self, key: object) -> Any:
-        code = self.codec.encode(key)
-        hit = self.inner.get_cached_block(code, [GROUP])
-        return None if not hit else hit[0]
+        h = self._hash(self.codec.encode(key))
+        if self.api.lookup_groups:
+            hit = self.inner.get_cached_block(h, [GROUP])
+            return None if not hit else hit[0]
+        return self.inner.get_cached_block(h)
 
     def take_events(self) -> list[Event]:
         events = [self.translate(e) for e in self.inner.take_events()]
@@ -350,8 +626,12 @@ class VllmPool:
         return spec_event(event, lambda h, group: self.codec.decode(h))
 
     def __repr__(self) -> str:
-        version = self.module.__dict__.get("__kvpool_version__", "?")
+        version = getattr(self.module, "__dict__", {}).get("__kvpool_version__", "?")
         return f"vLLM {version} BlockPool(N={self.num_gpu_blocks})"
+
+
+def _no_hash_fn(*args: Any) -> Any:
+    raise AssertionError("kvpool gives every block hash: vLLM need not compute one")
 
 
 def spec_event(event: Any, key_of: Callable[[Any, int], Hashable]) -> Event:
@@ -372,48 +652,169 @@ def _watcher_id(fn: Any) -> int:
     return wid if type(wid) is int else id(fn)
 
 
+def _walk_free(inner: Any) -> tuple[list[int], int | None]:
+    """The free queue head first, as walked (a block may show twice in a broken list),
+    and the pool's own free count (None if it keeps none). The walk stops after N + 1
+    nodes, so a cycle cannot hang the oracle. Sentinel nodes (from ~0.9), or a head
+    pointer (0.8)."""
+    queue = inner.free_block_queue
+    head = getattr(queue, "fake_free_list_head", None)
+    if head is not None:
+        node, tail = head.next_free_block, queue.fake_free_list_tail
+    else:
+        node, tail = getattr(queue, "free_list_head", None), None
+    walked: list[int] = []
+    while node is not None and node is not tail and len(walked) <= len(inner.blocks):
+        walked.append(node.block_id)
+        node = node.next_free_block
+    count = getattr(queue, "num_free_blocks", None)
+    return walked, count if type(count) is int else None
+
+
+def _free_ids(inner: Any) -> OrderedDict[int, None]:
+    return OrderedDict.fromkeys(_walk_free(inner)[0])
+
+
+def vllm_list_violations(pool: VllmPool) -> list[Violation]:
+    """What a free queue's shape breaks beyond the spec state: a block linked twice (or a
+    cycle), or a free count that is not the list's length (INV-FREE)."""
+    walked, count = _walk_free(pool.inner)
+    out = []
+    seen: set[int] = set()
+    for bid in walked:
+        if bid in seen:
+            out.append(Violation("INV-FREE", "the free list reaches it twice", block=bid))
+            break
+        seen.add(bid)
+    if count is not None and count != len(walked):
+        out.append(Violation("INV-FREE", f"free count {count} but {len(walked)} in the list"))
+    return out
+
+
+def _holder_ids(held: Any) -> list[int]:
+    """The block ids one index entry names: a block, a block id (0.34), or a dict of either."""
+    if isinstance(held, dict):
+        return [x for v in held.values() for x in _holder_ids(v)] or list(held)
+    if isinstance(held, int):
+        return [held]
+    return [held.block_id]
+
+
+def _index(inner: Any, codec: _Codec) -> dict[Hashable, dict[int, None]]:
+    cached = inner.cached_block_hash_to_block
+    table = getattr(cached, "_cache", cached)  # BlockHashToBlockMap, or a plain dict (<0.9)
+    index: dict[Hashable, dict[int, None]] = {}
+    for code, held in table.items():
+        ids = _holder_ids(held)
+        if ids:
+            index.setdefault(codec.decode(code), {}).update(dict.fromkeys(ids))
+    for code, ids in getattr(cached, "_dup_ids", {}).items():  # 0.34: keys held by several
+        index.setdefault(codec.decode(code), {}).update(dict.fromkeys(ids))
+    return index
+
+
 def vllm_state(pool: VllmPool) -> PoolState:
-    """Read a vLLM pool as the spec state it represents (only through its own data)."""
+    """Read a vLLM pool (any layout) as the spec state it represents, from its own data."""
     inner, codec = pool.inner, pool.codec
     blocks = inner.blocks
-    free: OrderedDict[int, None] = OrderedDict()
-    node = inner.free_block_queue.fake_free_list_head.next_free_block
-    tail = inner.free_block_queue.fake_free_list_tail
-    while node is not None and node is not tail and len(free) <= len(blocks):
-        free[node.block_id] = None
-        node = node.next_free_block
-    index: dict[Hashable, dict[int, None]] = {}
-    for code, held in inner.cached_block_hash_to_block._cache.items():
-        holders = list(held.values()) if isinstance(held, dict) else [held]
-        index[codec.decode(code)] = {b.block_id: None for b in holders}
-    pending = {bid: [_watcher_id(w)] for bid, w in inner._reuse_watchers.items()}
-    log = [pool.translate(e) for e in inner.kv_event_queue] if inner.enable_kv_cache_events else []
+    watchers = getattr(inner, "_reuse_watchers", None) or {}  # from 0.30
+    pending = {  # vLLM keeps one watcher per block; a fork may keep a list
+        bid: [_watcher_id(x) for x in (w if isinstance(w, list | tuple) else [w])]
+        for bid, w in watchers.items()
+    }
+    pending = {bid: ws for bid, ws in pending.items() if ws}
+    events_on = bool(getattr(inner, "enable_kv_cache_events", False))
+    queue = getattr(inner, "kv_event_queue", None) or []
+    log = [pool.translate(e) for e in queue] if events_on else []
     view = set(pool.taken_view)
     for e in log:
         apply_event(view, e)
     return PoolState(
         num_blocks=inner.num_gpu_blocks,
         caching=bool(inner.enable_caching),
-        events_on=bool(inner.enable_kv_cache_events),
+        events_on=events_on,
         ref=[b.ref_cnt for b in blocks],
         key=[None if b.block_hash is None else codec.decode(b.block_hash) for b in blocks],
-        free=free,
-        index=index,
+        free=_free_ids(inner),
+        index=_index(inner, codec),
         pending=pending,
         log=log,
         view=view,
-        registered=pool.fired + len(pending),
+        registered=pool.fired + sum(len(ws) for ws in pending.values()),
         fired=pool.fired,
     )
+
+
+def _decode_event(e: Any, dec: Callable[[Any], Hashable]) -> Any:
+    """A spec event whose keys are the adapter's hash codes, with the keys they stand for."""
+    changes: dict[str, Any] = {}
+    if dataclasses.is_dataclass(e):  # vLLM's own event fields: CacheBlocks models none
+        for f in dataclasses.fields(e):
+            if f.name not in ("keys", "key") and f.default is not dataclasses.MISSING:
+                changes[f.name] = f.default
+    if hasattr(e, "keys") and isinstance(e.keys, tuple):
+        changes["keys"] = tuple(dec(k) for k in e.keys)
+    if hasattr(e, "key"):
+        changes["key"] = dec(e.key)
+    return dataclasses.replace(e, **changes) if changes else e
+
+
+def decoded_state(pool: VllmPool, ps: PoolState | None = None) -> PoolState:
+    """A fork's own ``kvpool_state()`` (or ``ps``, a state read off the class behind the
+    adapter), with the hashes the adapter gave it as the keys."""
+    if ps is None:
+        ps = pool.inner.kvpool_state()
+    dec = pool.codec.decode
+    ps.key = [None if k is None else dec(k) for k in ps.key]
+    ps.index = {dec(k): v for k, v in ps.index.items()}
+    ps.log = [_decode_event(e, dec) if isinstance(e, Event) else pool.translate(e) for e in ps.log]
+    # cache_full_blocks records how many tokens each key covers; the oracle's CacheBlocks,
+    # which the adapter turns into that call, models no tokens: nothing to compare
+    if getattr(ps, "tokens", None):
+        ps.tokens = {}
+    # watchers may be given as the objects the adapter passed: name them as the oracle does
+    ps.pending = {
+        b: [w if type(w) is int else _watcher_id(w) for w in ws] for b, ws in ps.pending.items()
+    }
+    # what only the adapter knows: the keys taken events announced, and the firings
+    ps.view = set(pool.taken_view)
+    for e in ps.log:
+        apply_event(ps.view, e)
+    ps.fired = pool.fired
+    ps.registered = pool.fired + sum(len(ws) for ws in ps.pending.values())
+    return ps
+
+
+def class_factory(cls: Any) -> Callable[[int, bool, bool], VllmPool]:
+    """``factory(num_blocks, caching, events)`` driving any vLLM-API class (a release's, a
+    fork's, a subclass, kvpool's own pool with vLLM's API) through :class:`VllmPool`,
+    with its :class:`VllmApi` probed once on the class itself."""
+    module = sys.modules.get(getattr(cls, "__module__", ""), None)
+    namespace = types.SimpleNamespace(BlockPool=cls)
+    label = getattr(module, "__kvpool_version__", None) or getattr(cls, "__qualname__", "?")
+    namespace.__dict__["__kvpool_version__"] = label
+    api = probe_api(cls)
+    codec = _Codec()
+
+    def factory(num_blocks: int, caching: bool, events: bool) -> VllmPool:
+        return VllmPool(namespace, num_blocks, caching, events, codec, api)
+
+    factory.__name__ = getattr(cls, "__name__", "vllm_like")
+    return factory
 
 
 def vllm_factory(version: str = DEFAULT_VLLM_VERSION) -> Callable[[int, bool, bool], VllmPool]:
     """``factory(num_blocks, caching, events)`` building vLLM ``version``'s real pools."""
     module = load_vllm(version)
+    api = probe_api(module.BlockPool)
     codec = _Codec()
 
     def factory(num_blocks: int, caching: bool, events: bool) -> VllmPool:
-        return VllmPool(module, num_blocks, caching, events, codec)
+        return VllmPool(module, num_blocks, caching, events, codec, api)
 
     factory.__name__ = f"vllm_{version.replace('.', '_')}"
     return factory
+
+
+VLLM_LAYOUT = ("blocks", "free_block_queue", "cached_block_hash_to_block", "num_gpu_blocks")
+"""What :func:`vllm_state` reads of a pool: a fork without it needs ``kvpool_state()``."""

@@ -107,13 +107,16 @@ class BuggyWorld(World):
 
     @classmethod
     def make(cls, bug: str, num_blocks: int, caching: bool, events: bool) -> BuggyWorld:
-        w = cls([PoolState.initial(num_blocks, caching, events)], [True])
+        # BuggyWorld.make(bug) builds whichever class re-creates ``bug`` (see world_class).
+        klass = world_class(bug) if cls is BuggyWorld else cls
+        w = klass([PoolState.initial(num_blocks, caching, events)], [True])
         w.bug = bug
         return w
 
     @classmethod
     def from_state(cls, bug: str, ps: PoolState) -> BuggyWorld:
-        w = cls([ps.copy()], [True])
+        klass = world_class(bug) if cls is BuggyWorld else cls
+        w = klass([ps.copy()], [True])
         w.bug = bug
         return w
 

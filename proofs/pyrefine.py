@@ -484,7 +484,7 @@ SOURCE_MUTANTS: dict[str, tuple[str, tuple[Patch, ...]]] = {
         (
             (
                 "        if before is None or after is None:\n"
-                '            raise InvalidArgument(f"{block!r} is not in the free queue")\n',
+                '            raise InvalidArgument(f"remove() called on an invalid block: {block!r}")\n',
                 "",
             ),
         ),

@@ -10,7 +10,9 @@ from kvpool.proofs import differential as D
 from kvpool.proofs.mutants import MUTANTS
 from kvpool.spec import check_pool
 
-ENCODING_MUTANTS = [m.name for m in MUTANTS] + ["unpin-reversed"]
+# The catalogue's spec mutants (the 16 first, then those appended for ORD-UNPIN and
+# ERR-ATOMIC, unpin-reversed among them), each an encoding bug switch too.
+ENCODING_MUTANTS = list(dict.fromkeys([m.name for m in MUTANTS] + ["unpin-reversed"]))
 
 
 @pytest.mark.parametrize("reading", D.READINGS)
@@ -32,8 +34,8 @@ def test_the_seeds_are_reachable_states_of_the_spec() -> None:
 
 
 def test_every_encoding_mutant_is_counted() -> None:
-    assert len(MUTANTS) == 16
-    assert "unpin-reversed" in ENCODING_MUTANTS
+    assert len(ENCODING_MUTANTS) == 18
+    assert {"unpin-reversed", "free-partial-on-refusal"} <= set(ENCODING_MUTANTS)
 
 
 # Not caught at the default budget (measured after the clock fix in encode): each needs a

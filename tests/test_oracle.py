@@ -154,7 +154,9 @@ def test_record_and_check_log(tmp_path: Path) -> None:
     rec.close()
     assert check_log(good).divergence is None
     bad = tmp_path / "bad.log"
-    rec = record(mutants.get("watcher-only-last").pool_class()(8, True, True), bad)
+    rec = record(
+        mutants.get("watcher-only-last").pool_class()(8, True, enable_kv_cache_events=True), bad
+    )
     _workload(rec)
     rec.close()
     result = check_log(bad)

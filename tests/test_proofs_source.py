@@ -64,7 +64,7 @@ def test_a_new_message_or_an_added_check_that_keeps_the_links_still_proves() -> 
     src = pyrefine.patched(
         (
             (
-                'raise InvalidArgument(f"{block!r} is not in the free queue")',
+                'raise InvalidArgument(f"remove() called on an invalid block: {block!r}")',
                 'raise InvalidArgument(f"{block!r}: not queued here (another message)")',
             ),
         )

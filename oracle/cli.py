@@ -437,7 +437,7 @@ def matrix_cmd(
     )
     console.print(f"{out} written ({seconds:.0f} s)")
     clean = all(r.loaded and all(c.conforms for c in r.cells.values()) for r in rows)
-    sys.exit(exits.CONFORMS if clean else exits.VIOLATION)
+    sys.exit(CONFORMS if clean else VIOLATION)
 
 
 @main.command("soak")

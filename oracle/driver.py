@@ -140,7 +140,6 @@ def _watchdog_running() -> None:
     _WATCHDOG[:] = [thread]
 
 
-
 def by_keyword(factory: PoolFactory) -> PoolFactory:
     """A factory that builds ``factory`` by keyword if it takes vLLM's constructor.
 

@@ -484,7 +484,8 @@ SOURCE_MUTANTS: dict[str, tuple[str, tuple[Patch, ...]]] = {
         (
             (
                 "        if before is None or after is None:\n"
-                '            raise InvalidArgument(f"remove() called on an invalid block: {block!r}")\n',
+                "            raise InvalidArgument("
+                'f"remove() called on an invalid block: {block!r}")\n',
                 "",
             ),
         ),

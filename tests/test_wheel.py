@@ -79,3 +79,19 @@ def test_the_wheel_installs_and_runs_outside_the_repository(tmp_path: Path) -> N
         done = _run([kvpool, *args], work, env)
         assert done.returncode == 0, f"kvpool {' '.join(args)}:\n{done.stdout}{done.stderr}"
         assert needle in done.stdout, done.stdout
+
+    # Ready to publish: the metadata a registry shows, with the one version and the licence.
+    meta = _run(
+        [
+            str(python),
+            "-c",
+            "import importlib.metadata as m, kvpool; d = m.distribution('kvpool');"
+            "print(d.version == kvpool.__version__, d.metadata['License-Expression'],"
+            " [f.name for f in d.files if f.name == 'LICENSE'], d.metadata['Summary'] != '')",
+        ],
+        work,
+        env,
+    )
+    assert meta.stdout.split() == ["True", "Apache-2.0", "['LICENSE']", "True"], (
+        meta.stdout + meta.stderr
+    )

@@ -453,8 +453,15 @@ def matrix_cmd(
     show_default=True,
     help="compare the whole state every K calls (the blocks a call names: every call)",
 )
+@_call_timeout_option()
 def soak_cmd(
-    target_name: str, level: str, ops: int, blocks: int, seed: int, check_every: int
+    target_name: str,
+    level: str,
+    ops: int,
+    blocks: int,
+    seed: int,
+    check_every: int,
+    call_timeout: float,
 ) -> None:
     """A long random serving-like workload on a big pool, compared call by call.
 
@@ -463,7 +470,7 @@ def soak_cmd(
     """
     from .fastcheck import cannot_drive, run_random
 
-    target = _target(target_name)
+    target = _target(target_name, call_timeout=call_timeout)
     why = cannot_drive(target, level)
     if why is not None:
         raise BadInput(why)

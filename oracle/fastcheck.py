@@ -46,6 +46,7 @@ from kvpool.spec.state import PoolState, World
 
 from .conformance import LEVELS
 from .driver import Driver, WatcherAction
+from .exits import TargetHung
 from .machine import state_diff
 from .targets import Target
 
@@ -180,7 +181,10 @@ def run_random(
     def step(op: Op, touched: list[int]) -> str | None:
         nonlocal done
         expected = world.apply(op)
-        observed = driver.execute(op)
+        try:
+            observed = driver.execute(op)
+        except TargetHung as exc:  # a finding about the target, like a wrong answer
+            return f"call {done + 1}: {op!r}: target hung: {exc}"
         done += 1
         problem = compare(op, expected, observed)
         raised = sum(1 for f in expected.fired if f.watcher in RAISING)

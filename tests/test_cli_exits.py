@@ -241,3 +241,19 @@ def test_an_exception_inside_the_oracle_is_exit_3_with_its_traceback(
 def test_conforms_is_0() -> None:
     assert run("conform", "-t", "reference", "-n", "3", "--steps", "5").exit_code == CONFORMS
     assert run("--help").exit_code == CONFORMS
+
+
+def test_soak_on_a_python_target_that_hangs_is_a_finding_not_a_hang() -> None:
+    result = run(
+        "soak",
+        "-t",
+        f"python:{ME}:HangOnThree",
+        "--call-timeout",
+        "0.2",
+        "--ops",
+        "3000",
+        "--blocks",
+        "200",
+    )
+    assert result.exit_code == VIOLATION, result.output
+    assert "hung" in result.output, result.output

@@ -335,8 +335,9 @@ def render(results: dict[str, Any]) -> str:
             "",
             "Both run one after the other with `.venv` already installed (on a fresh machine "
             "the first command also creates it: about 20 s here from the local package "
-            "mirror); `make verify` is its default, full profile. The budgets are 10 "
-            "minutes for `make test` and none for `make verify`. The output of each run "
+            "mirror); `make verify` is its default, full profile, its parts run side by "
+            "side in fresh interpreters, one per core (`--jobs`), and it prints its CPU "
+            "seconds too. The budget is 10 minutes for each. The output of each run "
             "is kept in `build/walltime-make-*.log`.",
             "",
         ]

@@ -21,26 +21,38 @@ A technique that raised, timed out or was not run is a failure: nothing is green
 unless it ran and said so. ``--json FILE`` writes the same for machines; the exit
 status is non-zero on any failure.
 
-    python -m kvpool.verify [--profile fast|full] [--json FILE]
+Every part of every check runs in a fresh interpreter, ``--jobs`` at a time (default:
+one per core), longest first; ``--jobs 0`` runs them in this process one after another.
+
+    python -m kvpool.verify [--profile fast|full] [--jobs N] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import resource
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 from rich.table import Table
 
 from kvpool.spec.invariants import INVARIANT_NAMES
+
+if TYPE_CHECKING:
+    from kvpool.contracts.runner import ContractResult
+    from kvpool.proofs.runner import ObligationResult
 
 Status = Literal[
     "proved every N",
@@ -118,6 +130,60 @@ class Check:
     """mutant name -> what this technique reported when it caught it (the rule broken)."""
 
 
+# -- the runners ------------------------------------------------------------------------------
+#
+# A runner is split into *parts* that need nothing from each other. ``make verify`` runs
+# every part in a fresh interpreter (``python -m kvpool.verify --task RUNNER --part PART``),
+# as many at a time as there are cores, longest first; a part's *payload* is plain JSON,
+# and the runner's ``combine`` turns the payloads of all its parts into checks. A fresh
+# interpreter per part also means no part's verdict depends on what ran before it in the
+# same process.
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One technique's work, in parts that can run side by side."""
+
+    name: str
+    label: str
+    parts: Callable[[Profile], list[tuple[str, float]]]
+    """The parts of this runner at a profile, each with its expected CPU seconds (on a
+    quiet 2-core machine; they order the queue, longest first, and decide nothing else)."""
+    work: Callable[[Profile, str], Any]
+    """Run one part (in the child); return its payload (JSON-able)."""
+    combine: Callable[[Profile, list[Any]], list[Check]]
+    """Turn every part's payload (in :meth:`parts`' order) into checks (in the parent)."""
+
+
+def _check_from_json(d: dict[str, Any]) -> Check:
+    cells = {row: Cell(**c) for row, c in d.get("cells", {}).items()}
+    return Check(
+        str(d["name"]),
+        d["technique"],
+        bool(d["ok"]),
+        str(d["summary"]),
+        float(d["seconds"]),
+        cells,
+        dict(d.get("caught", {})),
+        dict(d.get("evidence", {})),
+    )
+
+
+def single(fn: Callable[[Profile], Check | list[Check]]) -> Runner:
+    """A runner of one part from a function that returns its checks directly."""
+
+    def work(profile: Profile, part: str) -> Any:
+        result = fn(profile)
+        return [asdict(c) for c in (result if isinstance(result, list) else [result])]
+
+    def combine(profile: Profile, payloads: list[Any]) -> list[Check]:
+        return [_check_from_json(d) for d in payloads[0]]
+
+    name = getattr(fn, "__name__", "runner")
+    label = (fn.__doc__ or name).strip().splitlines()[0]
+    return Runner(name, label, lambda profile: [("all", 1.0)], work, combine)
+
+
 def _pytest(name: str, files: list[str], technique: str | None = None) -> Check:
     """Run a pytest selection in a subprocess; its closing line is the summary."""
     start = time.perf_counter()
@@ -146,13 +212,53 @@ def run_unit_tests(profile: Profile) -> Check:
     )
 
 
+# -- z3 and cvc5 ------------------------------------------------------------------------------
+
+PROOF_COSTS: dict[str, float] = {
+    "bmc-induction": 110.0,
+    "differential": 80.0,
+    "fixedn": 40.0,
+    "refinement": 5.0,
+    "spacer": 600.0,
+}
+
+
+def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
+    from kvpool.proofs import runner as proofs
+
+    return [(part, PROOF_COSTS.get(part, 60.0)) for part in proofs.PARTS if part != "spacer"]
+
+
+def _proof_work(profile: Profile, part: str) -> Any:
+    from kvpool.proofs import runner as proofs
+
+    rows = proofs.run("fast" if profile == "fast" else "default", part)
+    return [asdict(r) for r in rows]
+
+
+def _proof_combine(profile: Profile, payloads: list[Any]) -> list[Check]:
+    from kvpool.proofs.runner import ObligationResult
+
+    rows = [
+        ObligationResult(**{**d, "invariants": tuple(d["invariants"])})
+        for payload in payloads
+        for d in payload
+    ]
+    return proof_checks(rows)
+
+
 def run_proofs(profile: Profile) -> list[Check]:
     """z3: BMC, fixed-N induction, induction for every N, the list's refinement; cvc5."""
     from kvpool.proofs import runner as proofs
 
-    start = time.perf_counter()
-    rows = proofs.run("fast" if profile == "fast" else "default")
-    seconds = time.perf_counter() - start
+    return proof_checks(proofs.run("fast" if profile == "fast" else "default"))
+
+
+def proof_checks(rows: list[ObligationResult]) -> list[Check]:
+    """The proofs runner's rows as checks: one per technique, and the extras
+    (differential, witnesses, second solver) that fill no column."""
+    from kvpool.proofs import runner as proofs
+
     checks: dict[str, Check] = {}
     for technique in ("z3 BMC", proofs.FIXEDN_TECHNIQUE, "z3 induction", "refinement"):
         checks[technique] = Check(technique, technique, True, "", 0.0)
@@ -217,11 +323,10 @@ def run_proofs(profile: Profile) -> list[Check]:
     for extra in extras.values():
         if not extra.summary:
             extra.ok, extra.summary = False, "not run"
-    extras["differential"].seconds = seconds - sum(
-        c.seconds for c in [*checks.values(), *list(extras.values())[1:]]
-    )
     return [*checks.values(), *extras.values()]
 
+
+# -- Hypothesis -------------------------------------------------------------------------------
 
 LOCKSTEP_ROWS = ROWS
 """The lockstep machine compares every observable after every step, so it speaks to
@@ -229,67 +334,164 @@ every row: the INV-* as @invariants (INV-LIST through the impl's own check), the
 ordering and watcher rules through the ids, order and firings it compares, and
 ERR-ATOMIC through the state it compares after each refused call."""
 
+LOCKSTEP_LEVELS = ("exact", "robust")
 
-def run_lockstep(profile: Profile) -> Check:
-    """Hypothesis: the spec and kvpool.impl in lockstep, at the exact and robust levels."""
+
+def _lockstep_work(profile: Profile, level: str) -> Any:
     from kvpool.impl import BlockPool
     from kvpool.oracle import machine
 
-    start = time.perf_counter()
     settings = machine.profile("ci" if profile == "fast" else "dev")
-    steps, failures = 0, []
-    for level in ("exact", "robust"):
-        found = machine.hunt(BlockPool, machine.impl_config(level=level), settings, f"impl/{level}")
-        steps += found.steps
-        if found.killed:
-            failures.append(f"{level}: {found.rule}: {found.message.splitlines()[0]}")
-    examples = 2 * (settings.max_examples or 0)
+    found = machine.hunt(BlockPool, machine.impl_config(level=level), settings, f"impl/{level}")
+    return {
+        "level": level,
+        "examples": settings.max_examples or 0,
+        "steps": found.steps,
+        "killed": found.killed,
+        "rule": found.rule,
+        "message": found.message.splitlines()[0] if found.killed and found.message else "",
+    }
+
+
+def _lockstep_combine(profile: Profile, payloads: list[Any]) -> list[Check]:
+    hunts: list[dict[str, Any]] = payloads
+    failures = [f"{h['level']}: {h['rule']}: {h['message']}" for h in hunts if h["killed"]]
+    examples = sum(int(h["examples"]) for h in hunts)
+    steps = sum(int(h["steps"]) for h in hunts)
     detail = f"{examples} runs, {steps} steps"
     status: Status = "failed" if failures else "tested"
-    return Check(
-        "hypothesis lockstep",
-        "hypothesis lockstep",
-        not failures,
-        "; ".join(failures) or f"{detail}, no divergence",
-        time.perf_counter() - start,
-        cells={row: Cell(status, detail) for row in LOCKSTEP_ROWS},
-    )
+    return [
+        Check(
+            "hypothesis lockstep",
+            "hypothesis lockstep",
+            not failures,
+            "; ".join(failures) or f"{detail}, no divergence",
+            0.0,
+            cells={row: Cell(status, detail) for row in LOCKSTEP_ROWS},
+        )
+    ]
+
+
+def run_lockstep(profile: Profile) -> Check:
+    """Hypothesis: the spec and kvpool.impl in lockstep, at the exact and robust levels."""
+    return _lockstep_combine(profile, [_lockstep_work(profile, lv) for lv in LOCKSTEP_LEVELS])[0]
+
+
+SHARDS = 4
+"""The catalogue's mutants are hunted in this many parts (mutant i in part i % SHARDS)."""
+
+
+def _shard(items: list[str], part: str) -> list[str]:
+    i, n = (int(x) for x in part.split("/"))
+    return [m for j, m in enumerate(items) if j % n == i]
+
+
+def _mutant_names() -> list[str]:
+    from kvpool import mutants
+
+    return [m.name for m in mutants.MUTANTS]
+
+
+def _catalogue_work(profile: Profile, part: str) -> Any:
+    from kvpool.oracle import machine
+
+    out = []
+    for name in _shard(_mutant_names(), part):
+        found = machine.kill(name)
+        out.append({"mutant": name, "killed": found.killed, "rule": found.rule or "?"})
+    return out
+
+
+def _catalogue_combine(profile: Profile, payloads: list[Any]) -> list[Check]:
+    rows = [r for payload in payloads for r in payload]
+    caught = {r["mutant"]: bool(r["killed"]) for r in rows}
+    evidence = {r["mutant"]: str(r["rule"]) for r in rows if r["killed"]}
+    missed = [m for m, hit in caught.items() if not hit]
+    return [
+        Check(
+            "bug catalogue (lockstep)",
+            "hypothesis lockstep",
+            bool(caught) and not missed,
+            f"{len(caught) - len(missed)}/{len(caught)} mutants killed"
+            + (f"; survived: {', '.join(missed)}" if missed else ""),
+            0.0,
+            caught=caught,
+            evidence=evidence,
+        )
+    ]
 
 
 def run_catalogue(profile: Profile) -> Check:
     """The bug catalogue: every mutant of kvpool.impl hunted by the lockstep machine."""
-    from kvpool import mutants
-    from kvpool.oracle import machine
+    return _catalogue_combine(profile, [_catalogue_work(profile, "0/1")])[0]
 
-    start = time.perf_counter()
+
+# -- CrossHair --------------------------------------------------------------------------------
+
+CONTRACT_COSTS: dict[str, float] = {"bounded": 45.0, "entry": 25.0, "find": 12.0}
+
+
+def _contract_parts(profile: Profile) -> list[tuple[str, float]]:
+    from kvpool.contracts import bugs
+    from kvpool.contracts import runner as contracts
+
+    parts = [
+        (name, CONTRACT_COSTS["bounded" if name in contracts.BOUNDED else "entry"])
+        for name in contracts.ENTRY_POINTS
+    ]
+    if profile == "full":
+        finds = [*bugs.CROSSHAIR_FINDS.items(), *bugs.BOUNDED_FINDS.items()]
+        parts += [(f"find:{mutant}@{entry}", CONTRACT_COSTS["find"]) for mutant, entry in finds]
+    return parts
+
+
+def _contract_work(profile: Profile, part: str) -> Any:
+    from kvpool.contracts import runner as contracts
+
+    if part.startswith("find:"):
+        mutant, entry = part.removeprefix("find:").split("@")
+        found = contracts.check_one(entry, "fast", mutant)
+        return {"find": mutant, "entry": entry, "status": found.status}
+    r = contracts.run("fast" if profile == "fast" else "full", names=[part], jobs=1)[0]
+    return asdict(r)
+
+
+def _contract_combine(profile: Profile, payloads: list[Any]) -> list[Check]:
+    from kvpool.contracts import runner as contracts
+
+    items: list[dict[str, Any]] = payloads
+    results = [
+        contracts.ContractResult(**{**d, "invariants": tuple(d["invariants"])})
+        for d in items
+        if "find" not in d
+    ]
     caught: dict[str, bool] = {}
     evidence: dict[str, str] = {}
-    missed: list[str] = []
-    for m in mutants.MUTANTS:
-        found = machine.kill(m)
-        caught[m.name] = found.killed
-        if found.killed:
-            evidence[m.name] = found.rule or "?"
-        else:
-            missed.append(m.name)
-    return Check(
-        "bug catalogue (lockstep)",
-        "hypothesis lockstep",
-        not missed,
-        f"{len(caught) - len(missed)}/{len(caught)} mutants killed"
-        + (f"; survived: {', '.join(missed)}" if missed else ""),
-        time.perf_counter() - start,
-        caught=caught,
-        evidence=evidence,
-    )
+    for d in items:
+        if "find" in d:
+            entry = str(d["entry"])
+            key = f"crosshair:{d['find']}" + (f"@{entry}" if entry in contracts.BOUNDED else "")
+            caught[key] = d["status"] == "counterexample"
+            evidence[key] = f"counterexample in {entry}"
+    return [contract_check(profile, results, caught, evidence)]
 
 
 def run_contracts(profile: Profile) -> Check:
     """CrossHair: the docstring contracts of the queue, the pool and the spec, path by path."""
     from kvpool.contracts import runner as contracts
 
-    start = time.perf_counter()
-    results = contracts.run("fast" if profile == "fast" else "full")
+    return contract_check(profile, contracts.run("fast" if profile == "fast" else "full"), {}, {})
+
+
+def contract_check(
+    profile: Profile,
+    results: list[ContractResult],
+    caught: dict[str, bool],
+    evidence: dict[str, str],
+) -> Check:
+    """CrossHair's verdicts as one check: a row is as strong as its weakest entry point."""
+    from kvpool.contracts import runner as contracts
+
     cells: dict[str, Cell] = {}
     bad = [r for r in results if r.status == "counterexample"]
     per_row: dict[str, list[contracts.ContractResult]] = {}
@@ -315,31 +517,24 @@ def run_contracts(profile: Profile) -> Check:
             )
         else:
             cells[inv] = Cell("tested", "no counterexample within budget")
-    caught: dict[str, bool] = {}
-    evidence: dict[str, str] = {}
-    if profile == "full":
-        from kvpool.contracts import bugs
-
-        finds = [*bugs.CROSSHAIR_FINDS.items(), *bugs.BOUNDED_FINDS.items()]
-        for name, entry in finds:
-            found = contracts.check_one(entry, "fast", name)
-            key = f"crosshair:{name}" + (f"@{entry}" if entry in contracts.BOUNDED else "")
-            caught[key] = found.status == "counterexample"
-            evidence[key] = f"counterexample in {entry}"
     return Check(
         "CrossHair contracts",
         "CrossHair",
-        not bad and all(caught.values()),
+        bool(results) and not bad and all(caught.values()),
         f"{len(results)} contracts: "
         + ", ".join(
             f"{sum(r.status == s for r in results)} {s}"
             for s in sorted({r.status for r in results})
-        ),
-        time.perf_counter() - start,
+        )
+        + (f"; {sum(caught.values())}/{len(caught)} seeded bugs found" if caught else ""),
+        0.0,
         cells=cells,
         caught=caught,
         evidence=evidence,
     )
+
+
+# -- golden vectors ---------------------------------------------------------------------------
 
 
 def run_vectors(profile: Profile) -> Check:
@@ -384,43 +579,9 @@ def run_vectors(profile: Profile) -> Check:
     )
 
 
-def run_oracle(profile: Profile) -> Check:
-    """The oracle: `kvpool conform` against the reference pool at every level."""
-    from kvpool.oracle.conformance import conform
-    from kvpool.oracle.targets import resolve
+# -- the oracle -------------------------------------------------------------------------------
 
-    start = time.perf_counter()
-    examples = 50 if profile == "fast" else 200
-    bad: list[str] = []
-    for level in ("safety", "exact", "robust"):
-        report = conform(resolve("reference"), level=level, examples=examples, seed=0)
-        if not report.conforms:
-            bad.append(f"{level}: {report.rule}")
-    status: Status = "failed" if bad else "tested"
-    detail = f"3 levels x {examples} runs"
-    caught: dict[str, bool] = {}
-    evidence: dict[str, str] = {}
-    extra = ""
-    if profile == "full":
-        # What a user's CI would see: `kvpool conform` on each catalogue mutant.
-        from kvpool.oracle import catalogue
-
-        for row in catalogue.run(CATALOGUE_EXAMPLES):
-            caught[row["mutant"]] = row["killed"]
-            if row["killed"]:
-                evidence[row["mutant"]] = f"{row['rule']} ({row['calls_in_minimal_trace']} calls)"
-        extra = f"; {sum(caught.values())}/{len(caught)} catalogue mutants fail conform"
-    return Check(
-        "oracle vs reference",
-        "oracle",
-        not bad,
-        ("; ".join(bad) or f"reference conforms at safety, exact and robust ({detail})") + extra,
-        time.perf_counter() - start,
-        cells={row: Cell(status, detail) for row in ROWS},
-        caught=caught,
-        evidence=evidence,
-    )
-
+ORACLE_LEVELS = ("safety", "exact", "robust")
 
 CATALOGUE_EXAMPLES = 500
 """Examples per mutant for `kvpool conform` over the catalogue in the full profile, as
@@ -429,45 +590,321 @@ costs where a bug is hard to reach: at 100 or 200, multiplicity-as-set was misse
 over-free of a block in use is drawn too rarely); at 500 all 44 fail, in at most 5 calls."""
 
 
-Runner = Callable[[Profile], Check | list[Check]]
+def _oracle_parts(profile: Profile) -> list[tuple[str, float]]:
+    parts = [(level, 40.0) for level in ORACLE_LEVELS]
+    if profile == "full":
+        parts += [(f"catalogue:{i}/{SHARDS}", 30.0) for i in range(SHARDS)]
+    return parts
 
-RUNNERS: list[Runner] = [
-    run_unit_tests,
-    run_lockstep,
-    run_catalogue,
-    run_proofs,
-    run_contracts,
-    run_vectors,
-    run_oracle,
+
+def _oracle_work(profile: Profile, part: str) -> Any:
+    if part.startswith("catalogue:"):
+        # What a user's CI would see: `kvpool conform` on each catalogue mutant.
+        from kvpool.oracle import catalogue
+
+        names = _shard(_mutant_names(), part.removeprefix("catalogue:"))
+        return {"catalogue": catalogue.run(CATALOGUE_EXAMPLES, names) if names else []}
+    from kvpool.oracle.conformance import conform
+    from kvpool.oracle.targets import resolve
+
+    report = conform(resolve("reference"), level=part, examples=_oracle_examples(profile), seed=0)
+    return {"level": part, "conforms": report.conforms, "rule": report.rule}
+
+
+def _oracle_examples(profile: Profile) -> int:
+    return 50 if profile == "fast" else 200
+
+
+def _oracle_combine(profile: Profile, payloads: list[Any]) -> list[Check]:
+    items: list[dict[str, Any]] = payloads
+    levels = [d for d in items if "level" in d]
+    bad = [f"{d['level']}: {d['rule']}" for d in levels if not d["conforms"]]
+    status: Status = "failed" if bad or not levels else "tested"
+    detail = f"{len(levels)} levels x {_oracle_examples(profile)} runs"
+    caught: dict[str, bool] = {}
+    evidence: dict[str, str] = {}
+    for d in items:
+        for row in d.get("catalogue", []):
+            caught[row["mutant"]] = row["killed"]
+            if row["killed"]:
+                evidence[row["mutant"]] = f"{row['rule']} ({row['calls_in_minimal_trace']} calls)"
+    extra = (
+        f"; {sum(caught.values())}/{len(caught)} catalogue mutants fail conform" if caught else ""
+    )
+    return [
+        Check(
+            "oracle vs reference",
+            "oracle",
+            bool(levels) and not bad,
+            ("; ".join(bad) or f"reference conforms at safety, exact and robust ({detail})")
+            + extra,
+            0.0,
+            cells={row: Cell(status, detail) for row in ROWS},
+            caught=caught,
+            evidence=evidence,
+        )
+    ]
+
+
+def run_oracle(profile: Profile) -> Check:
+    """The oracle: `kvpool conform` against the reference pool at every level."""
+    parts = [p for p, _ in _oracle_parts(profile)]
+    return _oracle_combine(profile, [_oracle_work(profile, p) for p in parts])[0]
+
+
+# -- running them -----------------------------------------------------------------------------
+
+
+def _unit_runner() -> Runner:
+    r = single(run_unit_tests)
+    return Runner(r.name, r.label, lambda profile: [("all", 10.0)], r.work, r.combine)
+
+
+def _vectors_runner() -> Runner:
+    r = single(run_vectors)
+    return Runner(r.name, r.label, lambda profile: [("all", 10.0)], r.work, r.combine)
+
+
+RUNNERS: list[Runner | Callable[[Profile], Check | list[Check]]] = [
+    _unit_runner(),
+    Runner(
+        "lockstep",
+        "Hypothesis: the spec and kvpool.impl in lockstep, at the exact and robust levels",
+        lambda profile: [(lv, 70.0) for lv in LOCKSTEP_LEVELS],
+        _lockstep_work,
+        _lockstep_combine,
+    ),
+    Runner(
+        "catalogue",
+        "The bug catalogue: every mutant of kvpool.impl hunted by the lockstep machine",
+        lambda profile: [(f"{i}/{SHARDS}", 40.0) for i in range(SHARDS)],
+        _catalogue_work,
+        _catalogue_combine,
+    ),
+    Runner(
+        "proofs",
+        "z3: BMC, fixed-N induction, induction for every N, the list's refinement; cvc5",
+        _proof_parts,
+        _proof_work,
+        _proof_combine,
+    ),
+    Runner(
+        "contracts",
+        "CrossHair: the docstring contracts of the queue, the pool and the spec",
+        _contract_parts,
+        _contract_work,
+        _contract_combine,
+    ),
+    _vectors_runner(),
+    Runner(
+        "oracle",
+        "The oracle: `kvpool conform` against the reference pool at every level",
+        _oracle_parts,
+        _oracle_work,
+        _oracle_combine,
+    ),
 ]
-"""Every check ``make verify`` runs, in order."""
+"""Every check ``make verify`` runs. A plain function ``profile -> Check | list[Check]``
+is accepted too (a runner of one part)."""
 
 
-def run_all(profile: Profile, console: Console) -> list[Check]:
+def _runners() -> dict[str, Runner]:
+    out: dict[str, Runner] = {}
+    for r in RUNNERS:
+        runner = r if isinstance(r, Runner) else single(r)
+        out[runner.name] = runner
+    return out
+
+
+def run_task(runner: str, part: str, profile: Profile, out: Path) -> int:
+    """The child's side: run one part and write ``{"payload": ...}`` (or ``{"error": ...}``)."""
+    start = time.perf_counter()
+    try:
+        payload = _runners()[runner].work(profile, part)
+        result: dict[str, object] = {"payload": payload}
+        code = 0
+    except BaseException as exc:  # reported to the parent as this part's failure
+        result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        code = 1
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result["cpu"] = usage.ru_utime + usage.ru_stime + kids.ru_utime + kids.ru_stime
+    result["seconds"] = time.perf_counter() - start
+    out.write_text(json.dumps(result))
+    return code
+
+
+@dataclass
+class _Task:
+    runner: str
+    part: str
+    cost: float
+    out: Path
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+    cpu: float = 0.0
+    error: str = ""
+    payload: Any = None
+
+
+TASK_TIMEOUT = 1200.0
+"""Seconds after which a part is stopped and counted as failed (a hang is never a pass)."""
+
+
+def _kill(task: _Task) -> None:
+    if task.proc is not None and task.proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(task.proc.pid, signal.SIGKILL)
+        task.proc.wait()
+
+
+def _finish(task: _Task) -> None:
+    task.seconds = time.perf_counter() - task.started
+    try:
+        result = json.loads(task.out.read_text())
+    except (OSError, ValueError):
+        code = task.proc.returncode if task.proc is not None else None
+        task.error = task.error or f"the part's process exited {code} with no result"
+        return
+    task.cpu = float(result.get("cpu", 0.0))
+    if "error" in result:
+        task.error = f"crashed: {result['error']}"
+        task.payload = result.get("traceback", "")
+    else:
+        task.payload = result["payload"]
+
+
+def _spawn(task: _Task, profile: Profile) -> None:
+    cmd = [sys.executable, "-m", "kvpool.verify", "--profile", profile]
+    cmd += ["--task", task.runner, "--part", task.part, "--out", str(task.out)]
+    task.started = time.perf_counter()
+    task.proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group: ended whole, solvers included
+    )
+
+
+def _combine(runner: Runner, profile: Profile, tasks: list[_Task], console: Console) -> list[Check]:
+    bad = [t for t in tasks if t.error]
+    seconds = sum(t.seconds for t in tasks)
+    if bad:
+        for t in bad:
+            if isinstance(t.payload, str) and t.payload:
+                console.print(t.payload, style="red", markup=False)
+        return [
+            Check(
+                runner.name,
+                None,
+                False,
+                "; ".join(f"{t.part}: {t.error}" for t in bad),
+                seconds,
+            )
+        ]
+    try:
+        checks = runner.combine(profile, [t.payload for t in tasks])
+    except Exception as exc:  # a check that crashed is a failed check, never a pass
+        console.print(traceback.format_exc(), style="red", markup=False)
+        return [Check(runner.name, None, False, f"crashed: {type(exc).__name__}: {exc}", seconds)]
+    for c in checks:
+        c.seconds = c.seconds or seconds
+    return checks
+
+
+def run_all(profile: Profile, console: Console, jobs: int = 0) -> list[Check]:
+    """Every runner's parts, ``jobs`` at a time in fresh interpreters (longest first), or
+    in this process one after another when ``jobs`` is 0."""
+    runners = _runners()
     checks: list[Check] = []
-    for runner in RUNNERS:
-        label = (runner.__doc__ or runner.__name__).strip().splitlines()[0]
-        with console.status(f"[bold]{label}[/] ({profile})"):
-            start = time.perf_counter()
-            try:
-                result = runner(profile)
-                produced = result if isinstance(result, list) else [result]
-            except Exception as exc:  # a check that crashed is a failed check, never a pass
-                produced = [
-                    Check(
-                        runner.__name__,
-                        None,
-                        False,
-                        f"crashed: {type(exc).__name__}: {exc}",
-                        time.perf_counter() - start,
-                    )
-                ]
-                console.print(traceback.format_exc(), style="red", markup=False)
+
+    def report(produced: list[Check]) -> None:
         for check in produced:
             mark = "[green]ok[/]" if check.ok else "[bold red]FAILED[/]"
             console.print(f"{mark} {check.name}: {check.summary} [dim]({check.seconds:.1f}s)[/]")
             checks.append(check)
+
+    if jobs == 0:
+        for runner in runners.values():
+            tasks = []
+            for part, cost in runner.parts(profile):
+                task = _Task(runner.name, part, cost, Path(os.devnull))
+                with console.status(f"[bold]{runner.label}[/] ({part}, {profile})"):
+                    task.started = time.perf_counter()
+                    try:
+                        task.payload = runner.work(profile, part)
+                    except Exception as exc:
+                        task.error = f"crashed: {type(exc).__name__}: {exc}"
+                        task.payload = traceback.format_exc()
+                    task.seconds = time.perf_counter() - task.started
+                tasks.append(task)
+            report(_combine(runner, profile, tasks, console))
+        return checks
+
+    with tempfile.TemporaryDirectory(prefix="kvpool-verify-") as tmp:
+        by_runner: dict[str, list[_Task]] = {}
+        for runner in runners.values():
+            by_runner[runner.name] = [
+                _Task(runner.name, part, cost, Path(tmp) / f"{runner.name}-{i}.json")
+                for i, (part, cost) in enumerate(runner.parts(profile))
+            ]
+        queue = sorted(
+            (t for ts in by_runner.values() for t in ts), key=lambda t: t.cost, reverse=True
+        )
+        running: list[_Task] = []
+        left = {name: len(ts) for name, ts in by_runner.items()}
+        try:
+            with console.status("") as status:
+                while queue or running:
+                    while queue and len(running) < jobs:
+                        task = queue.pop(0)
+                        _spawn(task, profile)
+                        running.append(task)
+                    status.update(
+                        "[bold]running[/] "
+                        + ", ".join(f"{t.runner}:{t.part}" for t in running)
+                        + f" [dim]({len(queue)} queued)[/]"
+                    )
+                    time.sleep(0.2)
+                    for task in list(running):
+                        if task.proc is None:  # not spawned yet
+                            continue
+                        overdue = time.perf_counter() - task.started > TASK_TIMEOUT
+                        if task.proc.poll() is None and not overdue:
+                            continue
+                        if overdue and task.proc.poll() is None:
+                            _kill(task)
+                            task.error = f"timed out after {TASK_TIMEOUT:.0f}s"
+                        running.remove(task)
+                        _finish(task)
+                        left[task.runner] -= 1
+                        if left[task.runner] == 0:
+                            report(
+                                _combine(
+                                    runners[task.runner], profile, by_runner[task.runner], console
+                                )
+                            )
+        finally:  # Ctrl-C or a crash here: no part outlives the run
+            for task in running:
+                _kill(task)
+        tasks = [t for ts in by_runner.values() for t in ts]
+        cpu = sum(t.cpu for t in tasks)
+        slow = sorted(tasks, key=lambda t: t.seconds, reverse=True)[:5]
+        console.print(
+            f"[dim]{len(tasks)} parts, {jobs} at a time, {cpu:.0f} CPU-s; slowest: "
+            + ", ".join(f"{t.runner}:{t.part} {t.seconds:.0f}s" for t in slow)
+            + "[/]"
+        )
+        _TIMINGS[:] = [
+            {"runner": t.runner, "part": t.part, "seconds": t.seconds, "cpu": t.cpu} for t in tasks
+        ]
     return checks
+
+
+_TIMINGS: list[dict[str, object]] = []
+"""The last parallel run's parts, with their wall and CPU seconds (for ``--json``)."""
 
 
 def matrix(checks: list[Check]) -> Table:
@@ -552,10 +989,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--profile", choices=["fast", "full"], default="full")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="parts run at a time, each in a fresh interpreter (default: one per core; "
+        "0 runs them in this process)",
+    )
+    parser.add_argument("--task", help=argparse.SUPPRESS)  # the child's side of --jobs
+    parser.add_argument("--part", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.jobs < 0:
+        parser.error("--jobs must be 0 or more")
+    if args.task is not None:
+        if args.part is None or args.out is None:
+            parser.error("--task needs --part and --out")
+        return run_task(args.task, args.part, args.profile, args.out)
     console = _console()
     start = time.perf_counter()
-    checks = run_all(args.profile, console)
+    checks = run_all(args.profile, console, args.jobs)
     console.print()
     console.print(matrix(checks))
     table = catalogue(checks)
@@ -572,6 +1025,7 @@ def main(argv: list[str] | None = None) -> int:
                     "seconds": elapsed,
                     "failures": bad,
                     "checks": [asdict(c) for c in checks],
+                    "parts": _TIMINGS,
                 },
                 indent=2,
             )

@@ -35,7 +35,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, *runners: verify.Runner, tmp: Path) ->
     monkeypatch.setattr(verify, "RUNNERS", list(runners))
     out = io.StringIO()
     monkeypatch.setattr(verify, "_console", lambda: Console(file=out, width=300))
-    code = verify.main(["--profile", "fast", "--json", str(tmp / "v.json")])
+    code = verify.main(["--profile", "fast", "--jobs", "0", "--json", str(tmp / "v.json")])
     return code, out.getvalue()
 
 
@@ -178,3 +178,77 @@ def test_proof_cells_say_which_bound_they_hold_in(monkeypatch: pytest.MonkeyPatc
     cvc5 = checks["cvc5 re-checks z3's proofs (SMT-LIB 2)"]
     assert (cvc5.ok, cvc5.summary) == (False, "not run")
     assert checks["fixed-N hypotheses: witnesses replayed on the spec"].ok
+
+
+# -- the parts, run side by side in fresh interpreters ------------------------------------------
+
+
+def _parallel(monkeypatch: pytest.MonkeyPatch, *runners: verify.Runner) -> tuple[list[Check], str]:
+    monkeypatch.setattr(verify, "RUNNERS", list(runners))
+    out = io.StringIO()
+    checks = verify.run_all("fast", Console(file=out, width=300), jobs=2)
+    return checks, out.getvalue()
+
+
+def test_a_part_runs_in_a_child_and_its_checks_come_back_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the child looks the runner up by name in the real RUNNERS: the golden vectors
+    vectors = verify.single(verify.run_vectors)
+    (check,), _ = _parallel(monkeypatch, vectors)
+    assert check.ok, check.summary
+    assert check.caught["lifo-fifo-swapped"] is True
+    assert check.cells["INV-REF"].status == "tested"
+
+
+def test_a_part_that_crashes_in_its_child_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    ghost = verify.Runner(
+        "no-such-runner", "x", lambda p: [("all", 1.0)], lambda p, q: None, lambda p, x: []
+    )
+    (check,), text = _parallel(monkeypatch, ghost)
+    assert not check.ok
+    assert "crashed: KeyError" in check.summary
+    assert "Traceback" in text  # the child's traceback is shown
+
+
+def test_a_part_that_hangs_is_stopped_and_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    def spawn_sleeper(task: verify._Task, profile: str) -> None:
+        task.started = verify.time.perf_counter()
+        task.proc = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+        )
+
+    monkeypatch.setattr(verify, "_spawn", spawn_sleeper)
+    monkeypatch.setattr(verify, "TASK_TIMEOUT", 1.0)
+    hangs = verify.Runner(
+        "hangs", "x", lambda p: [("all", 1.0)], lambda p, q: None, lambda p, x: []
+    )
+    (check,), _ = _parallel(monkeypatch, hangs)
+    assert not check.ok
+    assert "timed out" in check.summary
+
+
+def test_proof_rows_survive_the_trip_through_json() -> None:
+    from kvpool.proofs import runner as proofs
+    from kvpool.proofs.runner import ObligationResult as R
+
+    rows = [
+        R(
+            "INV-FREE",
+            "fixed-N",
+            proofs.FIXEDN_TECHNIQUE,
+            ("INV-FREE",),
+            "N=3, every k",
+            "proved",
+            1.0,
+        ),
+        R("x [lifo-handout]", "mutant", "z3 BMC", ("ORD-HANDOUT",), "N=4", "expected-refuted", 1.0),
+    ]
+    payload = json.loads(json.dumps([verify.asdict(r) for r in rows]))
+    direct = {c.name: c for c in verify.proof_checks(rows)}
+    via_json = {c.name: c for c in verify._proof_combine("fast", [payload])}
+    assert direct == via_json
+    assert via_json["z3 BMC"].caught == {"spec:lifo-handout": True}

@@ -111,7 +111,7 @@ class Stepper:
 
 
 READINGS = ("finite", "unbounded")
-DEFAULT_BUDGET = 300
+DEFAULT_BUDGET = 1200
 """(state, op) pairs per reading at the default budget (``make proofs``)."""
 DEFAULT_SIZES = (2, 3, 4)
 DEFAULT_SEED = 7
@@ -386,9 +386,23 @@ def state_args(
         "Touch": list(ps.free) + in_use,
         "EvictBlocks": keyed,
     }.get(name, list(range(1, n)))
-    m = min(len(pool), rng.randint(1, M)) if pool else 0
+    # Mostly as many blocks as the call can take: the order in which one call queues
+    # several released blocks (front, back, unpin) is only visible with two or more.
+    want = M if rng.random() < 0.7 else rng.randint(1, M)
+    m = min(len(pool), want) if pool else 0
     picked = rng.sample(pool, m) if m else []
+    if name == "FreeBlocks" and rng.random() < 0.5:
+        # keyed blocks first: where evict_first decides between the front and the back
+        picked.sort(key=lambda b: ps.key[b] is None)
+    if name == "Touch" and picked and rng.random() < 0.25:
+        picked[rng.randrange(len(picked))] = 0  # touch skips the null block
+    twice = [b for b in in_use if ps.ref[b] >= 2]
+    if name == "UnpinBlocks" and twice and M >= 2 and rng.random() < 0.4:
+        b = rng.choice(twice)  # one block twice in one call: one watcher, not two
+        picked = [b, b, *picked[2:]]
+        m = len(picked)
     e = tuple(picked + [0] * (M - m))
+    watching = sorted({w for b in picked for w in ps.pending.get(b, ())})
     same = rng.random() < 0.5  # one key for the whole group: two holders of a key
     k0 = rng.randint(1, K)
     ks = tuple(k0 if same else rng.randint(1, K) for _ in range(M))
@@ -398,8 +412,10 @@ def state_args(
         n=rng.randint(1, len(ps.free)) if ps.free and name == "GetNewBlocks" else 0,
         m=m,
         e=e,
-        ef=rng.random() < 0.4,
-        w=rng.randrange(W),
+        # evict_first matters for a keyed block (it goes to the front instead of the back)
+        ef=rng.random() < (0.7 if any(ps.key[b] is not None for b in picked) else 0.3),
+        # a watcher already waiting on a picked block: it must not be registered twice
+        w=rng.choice(watching) if watching and rng.random() < 0.5 else rng.randrange(W),
         km=m,
         ks=ks,
         qk=rng.choice(held) if held else rng.randint(1, K),

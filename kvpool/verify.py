@@ -268,7 +268,22 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         "second solver": Check("cvc5 re-checks z3's proofs (SMT-LIB 2)", None, True, "", 0.0),
     }
     fixed_ns: dict[str, list[int]] = {}
+    diff_catches: dict[str, list[bool]] = {}
     for r in rows:
+        if r.kind == "differential" and r.status in ("caught", "missed"):
+            # one row per (reading, mutant): counted, and the mutant's catch recorded
+            name = r.obligation.rsplit("[", 1)[-1].rstrip("]")
+            reading = r.bounds.split(":", 1)[0]
+            diff_catches.setdefault(reading, []).append(r.ok)
+            extra = extras["differential"]
+            extra.seconds += r.seconds
+            extra.caught[f"spec:{name}"] = extra.caught.get(f"spec:{name}", False) or r.ok
+            if r.ok:
+                extra.evidence.setdefault(f"spec:{name}", f"{reading} reading")
+            else:
+                extra.ok = False
+                extra.summary += f" NOT caught on the {reading} reading: {name}"
+            continue
         if r.kind in extras:
             extra = extras[r.kind]
             extra.ok = extra.ok and r.ok
@@ -319,6 +334,11 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         check.summary = (
             f"{n_ok} rows {'proved' if check.technique != 'z3 BMC' else 'bounded'}, "
             f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"
+        )
+    if diff_catches:
+        extra = extras["differential"]
+        extra.summary += "; encoding mutants caught: " + ", ".join(
+            f"{sum(v)}/{len(v)} on the {reading} reading" for reading, v in diff_catches.items()
         )
     for extra in extras.values():
         if not extra.summary:

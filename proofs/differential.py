@@ -41,6 +41,7 @@ from .model import (
     to_int,
     transition,
 )
+from .mutants import MUTANTS
 from .trace import ConcreteArgs, decode_state, key_name, to_op
 
 
@@ -532,6 +533,56 @@ def run(
     return done, mism
 
 
+ENCODING_MUTANTS: tuple[str, ...] = tuple(dict.fromkeys(m.name for m in MUTANTS))
+"""Every spec mutant is also a switch in the encoding (``Config.bugs``): the 16 first,
+then those added for ORD-UNPIN and ERR-ATOMIC (``unpin-reversed`` among them)."""
+
+UNBOUNDED_BLIND = frozenset({"cached-newest"})
+"""Mutants the unbounded reading cannot see: it does not model the value a lookup
+returns (induction needs only the state), and ``cached-newest`` changes only that."""
+
+
+def catches(bug: str, reading: str, samples: int = DEFAULT_BUDGET) -> tuple[int, Mismatch | None]:
+    """Pairs compared until the encoding with ``bug`` first disagrees with the spec."""
+    done, mism = run(
+        samples,
+        seed=DEFAULT_SEED,
+        sizes=DEFAULT_SIZES,
+        bugs=frozenset([bug]),
+        reading=reading,
+        stop_at_first=True,
+    )
+    return done, (mism[0] if mism else None)
+
+
+def mutant_rows(samples: int = DEFAULT_BUDGET) -> list[dict[str, Any]]:
+    """Each encoding mutant on each reading that can see it: caught, or a failure."""
+    import time
+
+    out = []
+    for reading in READINGS:
+        for bug in ENCODING_MUTANTS:
+            if reading == "unbounded" and bug in UNBOUNDED_BLIND:
+                continue
+            t0 = time.perf_counter()
+            done, bad = catches(bug, reading, samples)
+            out.append(
+                dict(
+                    obligation=f"differential ({reading} reading) catches [{bug}]",
+                    kind="differential",
+                    technique="differential",
+                    invariants=(),
+                    bounds=f"{reading}: [{bug}] caught after {done} pairs"
+                    if bad
+                    else f"{reading}: [{bug}] not caught in {done} pairs",
+                    status="caught" if bad else "missed",
+                    seconds=time.perf_counter() - t0,
+                    trace=[str(bad)] if bad else [],
+                )
+            )
+    return out
+
+
 def keys_of(ps: PoolState) -> dict[Hashable, int]:
     return {key_name(k): k for k in range(1, 3)}
 
@@ -552,7 +603,7 @@ def rows(samples: int = DEFAULT_BUDGET) -> list[dict[str, Any]]:
                 kind="differential",
                 technique="differential",
                 invariants=tuple(INVARIANTS),
-                bounds=f"{done} reachable states x ops, N in {DEFAULT_SIZES}",
+                bounds=f"{reading} reading, {done} reachable states x ops, N in {DEFAULT_SIZES}",
                 status="agree" if not mism else "disagree",
                 seconds=time.perf_counter() - t0,
                 trace=[str(x) for x in mism[:3]],

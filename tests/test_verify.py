@@ -252,3 +252,41 @@ def test_proof_rows_survive_the_trip_through_json() -> None:
     via_json = {c.name: c for c in verify._proof_combine("fast", [payload])}
     assert direct == via_json
     assert via_json["z3 BMC"].caught == {"spec:lifo-handout": True}
+
+
+def test_a_mutant_the_differential_misses_fails_its_check() -> None:
+    from kvpool.proofs.runner import ObligationResult as R
+
+    def row(bug: str, reading: str, status: str) -> R:
+        return R(
+            f"differential ({reading} reading) catches [{bug}]",
+            "differential",
+            "differential",
+            (),
+            f"{reading}: [{bug}] ...",
+            status,
+            0.1,
+        )
+
+    agree = R(
+        "z3 transition (finite reading) == spec",
+        "differential",
+        "differential",
+        (),
+        "b",
+        "agree",
+        0.1,
+    )
+    caught = [row("lifo-handout", "finite", "caught"), row("lifo-handout", "unbounded", "caught")]
+    checks = {c.name: c for c in verify.proof_checks([agree, *caught])}
+    diff = checks["z3 encoding vs spec (differential)"]
+    assert diff.ok and diff.caught == {"spec:lifo-handout": True}
+    assert "2 of" not in diff.summary and "1/1 on the finite reading" in diff.summary
+    missed = [*caught, row("front-reversed", "finite", "missed")]
+    diff = {c.name: c for c in verify.proof_checks([agree, *missed])}[
+        "z3 encoding vs spec (differential)"
+    ]
+    assert not diff.ok
+    assert diff.caught["spec:front-reversed"] is False
+    assert "NOT caught on the finite reading: front-reversed" in diff.summary
+    assert "1/2 on the finite reading" in diff.summary

@@ -14,7 +14,7 @@ _LAZY = {
     "NonConformance": ("pytest_plugin", "NonConformance"),
     "conform": ("conformance", "conform"),
     "replay": ("conformance", "replay"),
-    "SavedTrace": ("conformance", "SavedTrace"),
+    "SavedTrace": ("traceformat", "SavedTrace"),
     "record": ("tracelog", "record"),
     "check_log": ("tracelog", "check_log"),
     "resolve": ("targets", "resolve"),

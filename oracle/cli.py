@@ -25,7 +25,7 @@ from rich.table import Table
 from kvpool import __version__
 from kvpool.spec.state import PoolState, TraceError
 
-from .conformance import LEVELS, ReplayResult, conform, replay
+from .conformance import ReplayResult, conform, replay
 from .exits import BAD_INPUT, CONFORMS, INTERRUPTED, ORACLE_ERROR, VIOLATION, BadInput
 from .files import DEFAULT_LIMITS, LOG_LIMITS, Limits, load_trace
 from .machine import format_outcome
@@ -37,6 +37,7 @@ from .targets import (
     TargetError,
     resolve,
 )
+from .traceformat import LEVELS
 
 console = Console(stderr=False, highlight=False)
 _F = TypeVar("_F", bound=Callable[..., Any])

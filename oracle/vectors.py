@@ -24,7 +24,6 @@ from typing import Any
 
 from .conformance import (
     Divergence,
-    SavedTrace,
     lockstep_config,
     oracle_machine,
     replay,
@@ -34,6 +33,7 @@ from .conformance import (
 from .exits import BadInput
 from .files import DEFAULT_LIMITS, Limits, load_trace, read_json
 from .targets import Target, resolve
+from .traceformat import SavedTrace
 
 VECTOR_SCHEMA = "kvpool-vectors/1"
 PACKAGE = Path(__file__).parent.parent
@@ -168,7 +168,7 @@ def _hand_vectors() -> list[tuple[str, SavedTrace]]:
     )
     from kvpool.spec.state import PoolState, World
 
-    from .conformance import op_to_json, outcome_to_json
+    from .traceformat import op_to_json, outcome_to_json
 
     cases: dict[str, tuple[list[tuple[int, bool, bool]], list[Any]]] = {
         "InsufficientFreeBlocks": ([(2, True, False)], [GetNewBlocks(2)]),

@@ -14,9 +14,10 @@ from click.testing import CliRunner
 from kvpool.impl import BlockPool
 from kvpool.oracle import check, check_log, record
 from kvpool.oracle.cli import main
-from kvpool.oracle.conformance import SavedTrace, conform, op_from_json, op_to_json, replay
+from kvpool.oracle.conformance import conform, replay
 from kvpool.oracle.pytest_plugin import NonConformance
 from kvpool.oracle.targets import TargetError, resolve
+from kvpool.oracle.traceformat import SavedTrace, op_from_json, op_to_json
 from kvpool.spec.ops import BlockRef, CacheBlocks, FreeBlocks, GetNewBlocks, UnpinBlocks
 
 MUTANT = "python:oracle_targets:LifoFifoSwapped"

@@ -34,7 +34,8 @@ def test_the_node_pool_conforms(level: str) -> None:
 
 @needs_node
 def test_a_seeded_bug_in_the_node_pool_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kvpool.oracle.conformance import SavedTrace, op_to_json, replay
+    from kvpool.oracle.conformance import replay
+    from kvpool.oracle.traceformat import SavedTrace, op_to_json
     from kvpool.spec.ops import FreeBlocks, GetNewBlocks
 
     monkeypatch.setenv("KVPOOL_NODE_BUG", "lifo")

@@ -187,8 +187,9 @@ REPLAY_SETUP = """\
 >>> from rich.console import Console
 >>> from kvpool.mutants import get
 >>> from kvpool.oracle.cli import render
->>> from kvpool.oracle.conformance import SavedTrace, replay
+>>> from kvpool.oracle.conformance import replay
 >>> from kvpool.oracle.pytest_plugin import as_target
+>>> from kvpool.oracle.traceformat import SavedTrace
 >>> def replay_zoo(name):
 ...     saved = SavedTrace.load(f"vectors/zoo/{name}.json")
 ...     result = replay(saved, as_target(get(name).pool_class()), saved.level)

@@ -18,7 +18,7 @@ _LAZY = {
     "record": ("tracelog", "record"),
     "check_log": ("tracelog", "check_log"),
     "resolve": ("targets", "resolve"),
-    "Target": ("targets", "Target"),
+    "Target": ("target_base", "Target"),
 }
 
 

@@ -29,14 +29,8 @@ from .conformance import ReplayResult, conform, replay
 from .exits import BAD_INPUT, CONFORMS, INTERRUPTED, ORACLE_ERROR, VIOLATION, BadInput
 from .files import DEFAULT_LIMITS, LOG_LIMITS, Limits, load_trace
 from .machine import format_outcome
-from .targets import (
-    CAPABILITIES,
-    DEFAULT_CALL_TIMEOUT,
-    TRUSTED,
-    TargetBroken,
-    TargetError,
-    resolve,
-)
+from .target_base import CAPABILITIES, TargetBroken, TargetError
+from .targets import DEFAULT_CALL_TIMEOUT, TRUSTED, resolve
 from .traceformat import LEVELS
 
 console = Console(stderr=False, highlight=False)

@@ -49,7 +49,7 @@ from kvpool.spec.state import PoolState
 
 from .driver import HARD_EXIT_HOOKS
 from .exits import TargetHung
-from .targets import (
+from .target_base import (
     DROP_POOL,
     METHODS,
     MULTI_POOL,

@@ -1,7 +1,7 @@
 """Conformance runs: lockstep search with shrinking, and deterministic replay.
 
 :func:`conform` points helper A's lockstep machine (:mod:`.machine`) at a
-:class:`~.targets.Target` at one level and returns a :class:`Report`; the machine is
+:class:`~.target_base.Target` at one level and returns a :class:`Report`; the machine is
 subclassed here only to honour capabilities the machine has no switch for
 (``evict_first``) and to record watcher scripts as data, so that a saved trace can be
 replayed exactly (:func:`replay`). The trace format itself (schema ``kvpool-trace/1``,
@@ -26,7 +26,7 @@ from kvpool.spec.state import PoolState, World
 from .driver import Driver, WatcherAction
 from .exits import TargetHung
 from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine, state_diff
-from .targets import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
+from .target_base import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
 from .traceformat import (
     LEVELS,
     SavedTrace,

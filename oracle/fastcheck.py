@@ -47,7 +47,7 @@ from kvpool.spec.state import PoolState, World
 from .driver import Driver, WatcherAction
 from .exits import TargetHung
 from .machine import state_diff
-from .targets import Target
+from .target_base import Target
 from .traceformat import LEVELS
 
 RAISING = (6, 7)

@@ -17,7 +17,7 @@ from typing import Any
 from kvpool.spec.ops import BlockRef
 
 from .conformance import replay
-from .targets import Target
+from .target_base import Target
 from .traceformat import SavedTrace, op_from_json, op_to_json, outcome_to_json
 
 

@@ -32,7 +32,8 @@ from .conformance import (
 )
 from .exits import BadInput
 from .files import DEFAULT_LIMITS, Limits, load_trace, read_json
-from .targets import Target, resolve
+from .target_base import Target
+from .targets import resolve
 from .traceformat import SavedTrace
 
 VECTOR_SCHEMA = "kvpool-vectors/1"

@@ -16,7 +16,8 @@ from kvpool.oracle import check, check_log, record
 from kvpool.oracle.cli import main
 from kvpool.oracle.conformance import conform, replay
 from kvpool.oracle.pytest_plugin import NonConformance
-from kvpool.oracle.targets import TargetError, resolve
+from kvpool.oracle.target_base import TargetError
+from kvpool.oracle.targets import resolve
 from kvpool.oracle.traceformat import SavedTrace, op_from_json, op_to_json
 from kvpool.spec.ops import BlockRef, CacheBlocks, FreeBlocks, GetNewBlocks, UnpinBlocks
 

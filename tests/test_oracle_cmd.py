@@ -15,7 +15,8 @@ import jsonschema
 import pytest
 
 from kvpool.oracle.conformance import conform, replay
-from kvpool.oracle.targets import TargetError, resolve
+from kvpool.oracle.target_base import TargetError
+from kvpool.oracle.targets import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL_JS = ROOT / "examples" / "node-pool" / "pool.js"

@@ -13,7 +13,7 @@ _LAZY = {
     "check": ("pytest_plugin", "check"),
     "NonConformance": ("pytest_plugin", "NonConformance"),
     "conform": ("conformance", "conform"),
-    "replay": ("conformance", "replay"),
+    "replay": ("tracereplay", "replay"),
     "SavedTrace": ("traceformat", "SavedTrace"),
     "record": ("tracelog", "record"),
     "check_log": ("tracelog", "check_log"),

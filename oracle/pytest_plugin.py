@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .conformance import Report, conform, replay
+from .conformance import Report, conform
 from .target_base import Target
 from .targets import as_target, resolve
+from .tracereplay import replay
 
 
 class NonConformance(AssertionError):

@@ -23,10 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .conformance import (
-    Divergence,
     lockstep_config,
     oracle_machine,
-    replay,
     run_settings,
     trace_to_saved,
 )
@@ -35,6 +33,7 @@ from .files import DEFAULT_LIMITS, Limits, load_trace, read_json
 from .target_base import Target
 from .targets import resolve
 from .traceformat import SavedTrace
+from .tracereplay import Divergence, replay
 
 VECTOR_SCHEMA = "kvpool-vectors/1"
 PACKAGE = Path(__file__).parent.parent
@@ -116,7 +115,7 @@ import json, sys, coverage
 cov = coverage.Coverage(branch=True, include=json.loads(sys.argv[2]), data_file=None)
 cov.start()
 from kvpool.oracle.vectors import load
-from kvpool.oracle.conformance import replay
+from kvpool.oracle.tracereplay import replay
 for _, saved in load(sys.argv[1]):
     replay(saved, None, saved.level, stop=False)
 cov.stop()

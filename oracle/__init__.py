@@ -13,12 +13,12 @@ _LAZY = {
     "check": ("pytest_plugin", "check"),
     "NonConformance": ("pytest_plugin", "NonConformance"),
     "conform": ("conformance", "conform"),
-    "replay": ("conformance", "replay"),
-    "SavedTrace": ("conformance", "SavedTrace"),
+    "replay": ("tracereplay", "replay"),
+    "SavedTrace": ("traceformat", "SavedTrace"),
     "record": ("tracelog", "record"),
     "check_log": ("tracelog", "check_log"),
     "resolve": ("targets", "resolve"),
-    "Target": ("targets", "Target"),
+    "Target": ("target_base", "Target"),
 }
 
 

@@ -25,18 +25,14 @@ from rich.table import Table
 from kvpool import __version__
 from kvpool.spec.state import PoolState, TraceError
 
-from .conformance import LEVELS, ReplayResult, conform, replay
+from .conformance import conform
 from .exits import BAD_INPUT, CONFORMS, INTERRUPTED, ORACLE_ERROR, VIOLATION, BadInput
 from .files import DEFAULT_LIMITS, LOG_LIMITS, Limits, load_trace
 from .machine import format_outcome
-from .targets import (
-    CAPABILITIES,
-    DEFAULT_CALL_TIMEOUT,
-    TRUSTED,
-    TargetBroken,
-    TargetError,
-    resolve,
-)
+from .target_base import CAPABILITIES, TargetBroken, TargetError
+from .targets import DEFAULT_CALL_TIMEOUT, TRUSTED, resolve
+from .traceformat import LEVELS
+from .tracereplay import ReplayResult, replay
 
 console = Console(stderr=False, highlight=False)
 _F = TypeVar("_F", bound=Callable[..., Any])

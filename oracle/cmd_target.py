@@ -47,10 +47,9 @@ from kvpool.spec.errors import ERROR_CLASSES, ErrorKind
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
 from kvpool.spec.state import PoolState
 
-from .conformance import dec, enc
 from .driver import HARD_EXIT_HOOKS
 from .exits import TargetHung
-from .targets import (
+from .target_base import (
     DROP_POOL,
     METHODS,
     MULTI_POOL,
@@ -59,6 +58,7 @@ from .targets import (
     TargetError,
     describe_skips,
 )
+from .traceformat import dec, enc
 
 PROTOCOL = "kvpool-jsonl/1"
 

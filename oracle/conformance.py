@@ -1,136 +1,34 @@
-"""Conformance runs: lockstep search with shrinking, JSON traces, and deterministic replay.
+"""Conformance runs: the lockstep search, with shrinking and step deletion.
 
 :func:`conform` points helper A's lockstep machine (:mod:`.machine`) at a
-:class:`~.targets.Target` at one level and returns a :class:`Report`; the machine is
+:class:`~.target_base.Target` at one level and returns a :class:`Report`; the machine is
 subclassed here only to honour capabilities the machine has no switch for
 (``evict_first``) and to record watcher scripts as data, so that a saved trace can be
-replayed exactly (:func:`replay`). A trace file is JSON (schema ``kvpool-trace/1``,
-see :func:`trace_to_json`): the pools, then each step's call, the spec's outcome and
-the target's, and the calls watchers made from inside it.
+replayed exactly (:func:`~.tracereplay.replay`). The trace format itself (schema
+``kvpool-trace/1``, :class:`~.traceformat.SavedTrace`) is :mod:`.traceformat`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
-from kvpool.spec.errors import ErrorKind
-from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored
-from kvpool.spec.invariants import INVARIANTS, check_pool
-from kvpool.spec.ops import OP_CLASSES, BlockRef, Firing, FreeBlocks, GetNewBlocks, Op, Outcome
-from kvpool.spec.state import PoolState, World
+from kvpool.spec.invariants import INVARIANTS
+from kvpool.spec.ops import FreeBlocks, GetNewBlocks, Op, Outcome
+from kvpool.spec.state import PoolState
 
-from .driver import Driver, WatcherAction
+from .driver import WatcherAction
 from .exits import TargetHung
-from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine, state_diff
-from .targets import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
-
-TRACE_SCHEMA = "kvpool-trace/1"
-LEVELS = ("safety", "exact", "robust")
-
-# -- JSON encoding of spec values ---------------------------------------------------------
-
-_EVENTS = {
-    "BlockStored": BlockStored,
-    "BlockRemoved": BlockRemoved,
-    "AllBlocksCleared": AllBlocksCleared,
-}
-_OPS = {cls.__name__: cls for cls in OP_CLASSES}
-
-
-def enc(v: object) -> Any:
-    """A spec value as JSON: plain scalars as themselves, everything else tagged."""
-    if v is None or isinstance(v, bool | int | str):
-        return v
-    if isinstance(v, float):
-        return {"t": "float", "v": repr(v)}
-    if isinstance(v, BlockRef):
-        return {"t": "ref", "v": [v.pool, v.block]}
-    if isinstance(v, Firing):
-        return {"t": "firing", "v": list(v)}
-    if isinstance(v, BlockStored):
-        return {"t": "BlockStored", "v": [enc(k) for k in v.keys]}
-    if isinstance(v, BlockRemoved):
-        return {"t": "BlockRemoved", "v": enc(v.key)}
-    if isinstance(v, AllBlocksCleared):
-        return {"t": "AllBlocksCleared"}
-    if isinstance(v, tuple):
-        return {"t": "tuple", "v": [enc(x) for x in v]}
-    if isinstance(v, list):
-        return {"t": "list", "v": [enc(x) for x in v]}
-    if isinstance(v, dict):
-        return {"t": "dict", "v": [[enc(k), enc(x)] for k, x in v.items()]}
-    if isinstance(v, ErrorKind):
-        return v.value
-    return {"t": "repr", "v": repr(v)}
-
-
-def dec(v: Any) -> object:
-    if not isinstance(v, dict):
-        return v
-    t = v.get("t")
-    x: Any = v.get("v")
-    if t == "float":
-        return float(x)
-    if t == "ref":
-        return BlockRef(int(x[0]), int(x[1]))
-    if t == "firing":
-        return Firing(*x)
-    if t == "BlockStored":
-        return BlockStored(tuple(dec(k) for k in x))
-    if t == "BlockRemoved":
-        return BlockRemoved(dec(x))
-    if t == "AllBlocksCleared":
-        return AllBlocksCleared()
-    if t == "tuple":
-        return tuple(dec(i) for i in x)
-    if t == "list":
-        return [dec(i) for i in x]
-    if t == "dict":
-        return {dec(k): dec(i) for k, i in x}
-    return x  # a repr: kept as text
-
-
-def op_to_json(op: Op) -> dict[str, Any]:
-    fields = {k: enc(getattr(op, k)) for k in op.__dataclass_fields__}
-    return {"op": type(op).__name__, **fields}
-
-
-def op_from_json(d: dict[str, Any]) -> Op:
-    name = d.get("op")
-    if name not in _OPS:
-        raise ValueError(f"unknown operation {name!r}")
-    cls = _OPS[name]
-    args = {k: dec(v) for k, v in d.items() if k != "op"}
-    return cls(**args)  # type: ignore[arg-type]
-
-
-def outcome_to_json(out: Outcome | None) -> dict[str, Any] | None:
-    if out is None:
-        return None
-    return {
-        "value": enc(out.value),
-        "error": out.error.value if out.error else None,
-        "fired": [list(f) for f in out.fired],
-    }
-
-
-def outcome_from_json(d: dict[str, Any] | None) -> Outcome | None:
-    if d is None:
-        return None
-    return Outcome(
-        value=dec(d.get("value")),
-        error=ErrorKind(d["error"]) if d.get("error") else None,
-        fired=tuple(Firing(*f) for f in d.get("fired", ())),
-    )
+from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine
+from .minimize import delete_steps
+from .target_base import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
+from .traceformat import LEVELS, SavedTrace, op_to_json, outcome_to_json
 
 
 def action_to_json(wid: int, action: WatcherAction | None) -> dict[str, Any]:
@@ -139,49 +37,6 @@ def action_to_json(wid: int, action: WatcherAction | None) -> dict[str, Any]:
         "raise": bool(action and action.raise_error),
         "call": op_to_json(action.op) if action and action.op else None,
     }
-
-
-@dataclass
-class SavedTrace:
-    """A trace as saved: pools, steps, and watcher scripts (step index -> action)."""
-
-    pools: list[tuple[int, bool, bool]]
-    steps: list[dict[str, Any]]
-    target: str = ""
-    level: str = "exact"
-    violation: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": TRACE_SCHEMA,
-            "target": self.target,
-            "level": self.level,
-            "pools": [list(p) for p in self.pools],
-            "steps": self.steps,
-            "violation": self.violation,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SavedTrace:
-        if d.get("schema") != TRACE_SCHEMA:
-            raise ValueError(f"not a {TRACE_SCHEMA} trace (schema {d.get('schema')!r})")
-        return cls(
-            pools=[(int(n), bool(c), bool(e)) for n, c, e in d["pools"]],
-            steps=list(d["steps"]),
-            target=d.get("target", ""),
-            level=d.get("level", "exact"),
-            violation=d.get("violation"),
-        )
-
-    @classmethod
-    def load(cls, path: str | Path) -> SavedTrace:
-        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
-
-    def save(self, path: str | Path) -> Path:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
-        return p
 
 
 def trace_to_saved(
@@ -395,8 +250,6 @@ def conform(
         )
         # Hypothesis shrinks the choices behind a run, which can leave steps that do
         # nothing; deleting steps on the trace itself removes them.
-        from .minimize import delete_steps
-
         saved = delete_steps(saved, target)
     return Report(
         target.name,
@@ -412,161 +265,14 @@ def conform(
     )
 
 
-# -- replay ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Divergence:
-    """Where a replay parted from the spec (or from the saved expectations)."""
-
-    step: int
-    rule: str
-    detail: str
-
-
-@dataclass
-class ReplayStep:
-    call: Op | None
-    note: str
-    expected: Outcome | None
-    observed: Outcome | None
-    spec_state: list[PoolState]
-    target_state: list[PoolState | None]
-    nested: list[tuple[Op, Outcome, Outcome | None]] = field(default_factory=list)
-    """Calls a watcher made back into the pool during this step: (call, spec, target)."""
-
-
-@dataclass
-class ReplayResult:
-    steps: list[ReplayStep]
-    divergence: Divergence | None
-
-
-def _compare(op: Op, exp: Outcome, obs: Outcome, level: str) -> tuple[str, str] | None:
-    if exp.error != obs.error:
-        return "error kind differs", f"{op!r}: spec {exp.error}, target {obs.error}"
-    if level == "safety":
-        return None
-    if exp.value != obs.value:
-        return "result differs", f"{op!r}: spec {exp.value!r}, target {obs.value!r}"
-    if exp.fired != obs.fired:
-        return "fired differs", f"{op!r}: spec {exp.fired}, target {obs.fired}"
-    return None
-
-
-def replay(
-    saved: SavedTrace, target: Target | None = None, level: str | None = None, stop: bool = True
-) -> ReplayResult:
-    """Run a saved trace on the spec (and on ``target``, when given) step by step.
-
-    Without a target, the spec's outcomes are compared to the trace's ``expected``
-    ones (that is how golden vectors are checked). With one, the target's outcomes and
-    states are compared to the spec's, as in the lockstep run.
-    """
-    level = level or saved.level
-    world = World.of(*(PoolState.initial(n, c, e) for n, c, e in saved.pools))
-    try:
-        driver = Driver(target.factory, list(saved.pools)) if target else None
-    except Exception as exc:  # the target cannot even build the trace's pools: step 0
-        why = f"building the pools {list(saved.pools)}: {type(exc).__name__}: {exc}"
-        return ReplayResult([], Divergence(0, "target crashed", why))
-    out: list[ReplayStep] = []
-    divergence: Divergence | None = None
-
-    def states() -> tuple[list[PoolState], list[PoolState | None]]:
-        spec = [p.copy() for p in world.pools]
-        tgt: list[PoolState | None] = []
-        for i in range(len(saved.pools)):
-            reader = target.state_check if target is not None else None
-            ok = driver is not None and reader is not None and world.alive[i]
-            try:
-                tgt.append(reader(driver, i) if ok and reader and driver else None)
-            except Exception:  # a target that crashed has no state to draw; the step says why
-                tgt.append(None)
-        return spec, tgt
-
-    for n, step in enumerate(saved.steps, 1):
-        if "script" in step:
-            sc = step["script"]
-            if driver is not None and sc.get("watcher", -1) >= 0:
-                call = op_from_json(sc["call"]) if sc.get("call") else None
-                driver.set_action(sc["watcher"], WatcherAction(bool(sc.get("raise")), call))
-            s, t = states()
-            out.append(ReplayStep(None, step.get("note", ""), None, None, s, t))
-            continue
-        op = op_from_json(step["call"])
-        expected = world.apply(op)
-        problem: tuple[str, str] | None = None
-        if driver is None:
-            observed = outcome_from_json(step.get("expected"))
-            nested_obs = [outcome_from_json(x.get("expected")) for x in step.get("nested", ())]
-            nested_ops = [op_from_json(x["call"]) for x in step.get("nested", ())]
-        else:
-            try:
-                observed = driver.execute(op)
-            except TargetHung as exc:
-                observed = None
-                problem = ("target hung", f"{op!r}: {exc}")
-            except Exception as exc:
-                observed = None
-                problem = ("target crashed", f"{op!r}: {type(exc).__name__}: {exc}")
-            nested_ops = [o for o, _ in driver.nested]
-            nested_obs = [o for _, o in driver.nested]
-        nested_exp = [world.apply(o) for o in nested_ops]
-        if problem is None and observed is not None:
-            problem = _compare(op, expected, observed, level)
-            for o, e, b in zip(nested_ops, nested_exp, nested_obs, strict=True):
-                if problem is None and b is not None:
-                    problem = _compare(o, e, b, level)
-        s, t = states()
-        nested = list(zip(nested_ops, nested_exp, nested_obs, strict=True))
-        out.append(ReplayStep(op, "", expected, observed, s, t, nested))
-        if problem is None:
-            for i, ps in enumerate(s):
-                if not world.alive[i]:
-                    continue
-                viol = check_pool(ps)
-                if viol:
-                    problem = (viol[0].invariant, f"the spec broke it: {viol[0]}")
-                    break
-                tps = t[i]
-                if tps is not None:
-                    tv = (
-                        target.target_invariants(driver, i)  # type: ignore[arg-type]
-                        if target and target.target_invariants
-                        else check_pool(tps)
-                    )
-                    if tv:
-                        problem = (tv[0].invariant, f"target pool {i}: {tv[0]}")
-                        break
-                    if level != "safety" and tps.snapshot() != ps.snapshot():
-                        problem = ("state differs", f"pool {i}: {state_diff(ps, tps)}")
-                        break
-        if problem is not None and divergence is None:
-            divergence = Divergence(n, *problem)
-            if stop:
-                break
-    return ReplayResult(out, divergence)
-
-
 def rule_names() -> list[str]:
     return [*INVARIANTS, "INV-LIST"]
 
 
 __all__ = [
-    "LEVELS",
-    "TRACE_SCHEMA",
-    "Divergence",
-    "ReplayResult",
     "Report",
-    "SavedTrace",
     "TraceStep",
     "conform",
-    "dec",
-    "enc",
     "lockstep_config",
-    "op_from_json",
-    "op_to_json",
     "oracle_machine",
-    "replay",
 ]

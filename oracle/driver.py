@@ -365,4 +365,4 @@ CALLS: dict[type[Op], tuple[str, _Args, Callable[[Any], object]]] = {
 }
 """Every pool operation (all but DropPool): the method it calls on a vLLM-API pool, how the
 spec operation's arguments become the call's, and how the call's result becomes the spec's
-value. The one op -> pool-call translation of the oracle (targets.METHODS is derived)."""
+value. The one op -> pool-call translation of the oracle (target_base.METHODS is derived)."""

@@ -44,11 +44,11 @@ from kvpool.spec.ops import (
 )
 from kvpool.spec.state import PoolState, World
 
-from .conformance import LEVELS
 from .driver import Driver, WatcherAction
 from .exits import TargetHung
 from .machine import state_diff
-from .targets import Target
+from .target_base import Target
+from .traceformat import LEVELS
 
 RAISING = (6, 7)
 """Watcher ids that raise when they fire (robust)."""

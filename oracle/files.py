@@ -21,8 +21,8 @@ from typing import Any
 
 from kvpool.spec.ops import BlockRef, Op
 
-from .conformance import LEVELS, TRACE_SCHEMA, SavedTrace, op_from_json, outcome_from_json
 from .exits import BadInput
+from .traceformat import LEVELS, TRACE_SCHEMA, SavedTrace, op_from_json, outcome_from_json
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from kvpool.spec.ops import (
     UnpinBlocks,
 )
 
-from .conformance import SavedTrace, op_to_json
+from .traceformat import SavedTrace, op_to_json
 
 
 @dataclass(frozen=True)

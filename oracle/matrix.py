@@ -27,9 +27,11 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .conformance import LEVELS, conform, replay
+from .conformance import conform
 from .exits import BadInput
 from .targets import resolve
+from .traceformat import LEVELS
+from .tracereplay import replay
 from .vllm_target import VllmUnavailable, load_vllm, probe_api
 
 _CALL = re.compile(r"^[! ] \d+\. ")

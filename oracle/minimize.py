@@ -16,8 +16,9 @@ from typing import Any
 
 from kvpool.spec.ops import BlockRef
 
-from .conformance import SavedTrace, op_from_json, op_to_json, outcome_to_json, replay
-from .targets import Target
+from .target_base import Target
+from .traceformat import SavedTrace, op_from_json, op_to_json, outcome_to_json
+from .tracereplay import replay
 
 
 def still_fails(saved: SavedTrace, target: Target, rule: str) -> bool:

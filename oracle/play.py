@@ -51,7 +51,8 @@ from .driver import Driver
 from .exits import BAD_INPUT, BadInput
 from .files import DEFAULT_LIMITS, Limits, read_lines
 from .render import text_in_use
-from .targets import Target, as_target
+from .target_base import Target
+from .targets import as_target
 
 HELP = """\
 Operations (block lists are ids; the null block is 0):
@@ -472,7 +473,8 @@ class Player:
 
 def _load_target(spec: str) -> Target:
     """An oracle target string, or a bare ``module:Class`` (read as ``python:module:Class``)."""
-    from .targets import TargetError, UnknownTarget, resolve
+    from .target_base import TargetError
+    from .targets import UnknownTarget, resolve
 
     try:
         try:

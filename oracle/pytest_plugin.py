@@ -6,7 +6,7 @@ the minimal trace when the target parts from the spec. ``target`` is a class or
 factory with vLLM's ``BlockPool`` API, or any target string ``kvpool conform`` takes.
 
 As a pytest plugin (``pytest -p kvpool.oracle.pytest_plugin --kvpool-target T``) it
-adds the ``kvpool_target`` fixture, the :class:`~kvpool.oracle.targets.Target` named on
+adds the ``kvpool_target`` fixture, the :class:`~kvpool.oracle.target_base.Target` named on
 the command line, and the ``kvpool_check`` fixture, ``check`` bound to it.
 """
 
@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .conformance import Report, conform, replay
-from .targets import Target, as_target, resolve
+from .conformance import Report, conform
+from .target_base import Target
+from .targets import as_target, resolve
+from .tracereplay import replay
 
 
 class NonConformance(AssertionError):

@@ -1,5 +1,9 @@
 """What the oracle can check: target names, how each is built, and what it can do.
 
+The target registry: :func:`resolve` turns a target string into a
+:class:`~.target_base.Target` (whose type, capability names and errors are
+:mod:`.target_base`, below every kind of target, :mod:`.cmd_target` included).
+
 A target string names a pool implementation:
 
 * ``reference`` -- kvpool.impl (the reference pool);
@@ -30,10 +34,8 @@ import importlib
 import inspect
 import re
 import sys
-import traceback
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from kvpool.spec.errors import ERROR_CLASSES
@@ -56,37 +58,21 @@ from kvpool.spec.ops import (
 )
 from kvpool.spec.state import PoolState, World
 
-from .driver import CALLS, Driver, PoolFactory, call_guard
-
-METHODS: dict[str, str] = {cls.__name__: call[0] for cls, call in CALLS.items()}
-"""Capability (an op class name) -> the pool method it needs."""
-
-EVICT_FIRST = "evict_first"
-"""The capability ``free_blocks(blocks, evict_first=...)`` (vLLM 0.33 lacks it)."""
-DROP_POOL = "DropPool"
-MULTI_POOL = "multi_pool"
-"""Several pools in one run: cross-pool frees (and DropPool)."""
-
-
-CAPABILITIES: tuple[str, ...] = (*METHODS, EVICT_FIRST, DROP_POOL, MULTI_POOL)
-"""Every capability a target can have (and ``kvpool conform --skip`` can take away)."""
-
-
-class TargetError(ValueError):
-    """A target string that names nothing the oracle can build (a usage error)."""
+from .driver import Driver, PoolFactory, call_guard
+from .target_base import (
+    DROP_POOL,
+    EVICT_FIRST,
+    METHODS,
+    MULTI_POOL,
+    Target,
+    TargetBroken,
+    TargetError,
+    describe_skips,
+)
 
 
 class UnknownTarget(TargetError):
     """A target string of no kind the oracle knows (not a name, no known prefix)."""
-
-
-class TargetBroken(Exception):
-    """The named target exists but raised while being loaded or built: a finding about the
-    target (exit 1), reported with the target's own traceback (:attr:`details`)."""
-
-    def __init__(self, message: str, cause: BaseException) -> None:
-        super().__init__(message)
-        self.details = "".join(traceback.format_exception(cause)).rstrip()
 
 
 TRUSTED = ("reference", "spec")
@@ -97,25 +83,6 @@ DEFAULT_CALL_TIMEOUT = 10.0
 """Seconds one call into a ``python:`` or ``cmd:`` target may take (``--call-timeout``)."""
 
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+)*([.+-]?[A-Za-z0-9]+)*")
-
-
-@dataclass
-class Target:
-    """A buildable target: its factory, what it can do, and how to read its state."""
-
-    name: str
-    factory: PoolFactory
-    capabilities: frozenset[str]
-    state_check: Callable[[Driver, int], PoolState] | None = None
-    target_invariants: Callable[[Driver, int], list[Violation]] | None = None
-    skipped: list[str] = field(default_factory=list)
-    """What is not tested, and why (capabilities it lacks, state it does not expose)."""
-    close: Callable[[], None] | None = None
-    defaults: dict[str, Any] = field(default_factory=dict)
-    """Run settings its capabilities fix (``events``/``caching`` off); options override."""
-
-
-ALL_CAPS = frozenset([*METHODS, EVICT_FIRST, DROP_POOL, MULTI_POOL])
 
 
 # -- the spec behind vLLM's API ----------------------------------------------------------
@@ -376,16 +343,6 @@ def _python_factory(obj: Any) -> PoolFactory:
         return obj(n, enable_caching=caching, enable_kv_cache_events=events)
 
     return factory
-
-
-def describe_skips(caps: frozenset[str], state: bool) -> list[str]:
-    out = [f"{c}: the target has no {METHODS.get(c, c)}" for c in sorted(ALL_CAPS - caps)]
-    if not state:
-        out.append(
-            "whole-state comparison and INV-* on the target: it exposes no state "
-            "(add kvpool_state())"
-        )
-    return out
 
 
 def resolve(

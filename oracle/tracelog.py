@@ -65,10 +65,11 @@ from kvpool.spec.ops import (
 )
 from kvpool.spec.state import World
 
-from .conformance import Divergence, op_from_json, op_to_json, outcome_from_json, outcome_to_json
 from .driver import error_kind_of
 from .exits import BadInput
 from .files import LOG_LIMITS, Limits, check_blocks, check_op, check_outcome, parse_json, read_lines
+from .traceformat import op_from_json, op_to_json, outcome_from_json, outcome_to_json
+from .tracereplay import Divergence
 from .vllm_target import spec_event
 
 LOG_SCHEMA = "kvpool-log/2"

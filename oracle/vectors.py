@@ -23,17 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from .conformance import (
-    Divergence,
-    SavedTrace,
     lockstep_config,
     oracle_machine,
-    replay,
     run_settings,
     trace_to_saved,
 )
 from .exits import BadInput
 from .files import DEFAULT_LIMITS, Limits, load_trace, read_json
-from .targets import Target, resolve
+from .target_base import Target
+from .targets import resolve
+from .traceformat import SavedTrace
+from .tracereplay import Divergence, replay
 
 VECTOR_SCHEMA = "kvpool-vectors/1"
 PACKAGE = Path(__file__).parent.parent
@@ -115,7 +115,7 @@ import json, sys, coverage
 cov = coverage.Coverage(branch=True, include=json.loads(sys.argv[2]), data_file=None)
 cov.start()
 from kvpool.oracle.vectors import load
-from kvpool.oracle.conformance import replay
+from kvpool.oracle.tracereplay import replay
 for _, saved in load(sys.argv[1]):
     replay(saved, None, saved.level, stop=False)
 cov.stop()
@@ -168,7 +168,7 @@ def _hand_vectors() -> list[tuple[str, SavedTrace]]:
     )
     from kvpool.spec.state import PoolState, World
 
-    from .conformance import op_to_json, outcome_to_json
+    from .traceformat import op_to_json, outcome_to_json
 
     cases: dict[str, tuple[list[tuple[int, bool, bool]], list[Any]]] = {
         "InsufficientFreeBlocks": ([(2, True, False)], [GetNewBlocks(2)]),

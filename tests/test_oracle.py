@@ -14,9 +14,12 @@ from click.testing import CliRunner
 from kvpool.impl import BlockPool
 from kvpool.oracle import check, check_log, record
 from kvpool.oracle.cli import main
-from kvpool.oracle.conformance import SavedTrace, conform, op_from_json, op_to_json, replay
+from kvpool.oracle.conformance import conform
 from kvpool.oracle.pytest_plugin import NonConformance
-from kvpool.oracle.targets import TargetError, resolve
+from kvpool.oracle.target_base import TargetError
+from kvpool.oracle.targets import resolve
+from kvpool.oracle.traceformat import SavedTrace, op_from_json, op_to_json
+from kvpool.oracle.tracereplay import replay
 from kvpool.spec.ops import BlockRef, CacheBlocks, FreeBlocks, GetNewBlocks, UnpinBlocks
 
 MUTANT = "python:oracle_targets:LifoFifoSwapped"

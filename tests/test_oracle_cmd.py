@@ -14,8 +14,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kvpool.oracle.conformance import conform, replay
-from kvpool.oracle.targets import TargetError, resolve
+from kvpool.oracle.conformance import conform
+from kvpool.oracle.target_base import TargetError
+from kvpool.oracle.targets import resolve
+from kvpool.oracle.tracereplay import replay
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL_JS = ROOT / "examples" / "node-pool" / "pool.js"
@@ -34,7 +36,8 @@ def test_the_node_pool_conforms(level: str) -> None:
 
 @needs_node
 def test_a_seeded_bug_in_the_node_pool_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kvpool.oracle.conformance import SavedTrace, op_to_json, replay
+    from kvpool.oracle.traceformat import SavedTrace, op_to_json
+    from kvpool.oracle.tracereplay import replay
     from kvpool.spec.ops import FreeBlocks, GetNewBlocks
 
     monkeypatch.setenv("KVPOOL_NODE_BUG", "lifo")

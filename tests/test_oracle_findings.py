@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kvpool.oracle.conformance import SavedTrace, conform, replay
+from kvpool.oracle.conformance import conform
 from kvpool.oracle.findings import FINDINGS
 from kvpool.oracle.targets import resolve
+from kvpool.oracle.traceformat import SavedTrace
 from kvpool.oracle.tracelog import check_log, record
+from kvpool.oracle.tracereplay import replay
 from kvpool.oracle.workload import serving_workload
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "findings"

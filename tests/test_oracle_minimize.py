@@ -6,9 +6,11 @@ from dataclasses import replace
 
 from kvpool import mutants
 from kvpool.impl import BlockPool
-from kvpool.oracle.conformance import SavedTrace, conform, op_to_json, replay
+from kvpool.oracle.conformance import conform
 from kvpool.oracle.minimize import delete_steps
 from kvpool.oracle.pytest_plugin import as_target
+from kvpool.oracle.traceformat import SavedTrace, op_to_json
+from kvpool.oracle.tracereplay import replay
 from kvpool.spec import BlockRef, EvictBlocks, FreeBlocks, GetNewBlocks, GetNumFreeBlocks
 
 

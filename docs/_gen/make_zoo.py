@@ -187,8 +187,9 @@ REPLAY_SETUP = """\
 >>> from rich.console import Console
 >>> from kvpool.mutants import get
 >>> from kvpool.oracle.cli import render
->>> from kvpool.oracle.conformance import SavedTrace, replay
 >>> from kvpool.oracle.pytest_plugin import as_target
+>>> from kvpool.oracle.traceformat import SavedTrace
+>>> from kvpool.oracle.tracereplay import replay
 >>> def replay_zoo(name):
 ...     saved = SavedTrace.load(f"vectors/zoo/{name}.json")
 ...     result = replay(saved, as_target(get(name).pool_class()), saved.level)
@@ -206,9 +207,10 @@ def beyond_the_search(mutants: Any, names: list[str]) -> tuple[str, list[str]]:
     it is saved under vectors/zoo/ and the page replays it on the mutant, so the
     drawing is the oracle's report, re-checked by ``make test``.
     """
-    from kvpool.oracle.conformance import conform, replay
+    from kvpool.oracle.conformance import conform
     from kvpool.oracle.machine import MUTANT_FOCUS
     from kvpool.oracle.pytest_plugin import as_target
+    from kvpool.oracle.tracereplay import replay
 
     parts = [
         "## Beyond the exhaustive search\n",

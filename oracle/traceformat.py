@@ -1,0 +1,174 @@
+"""The trace format: spec values, calls and outcomes as JSON, and saved traces.
+
+The bottom of the oracle's own layers (it imports only :mod:`kvpool.spec`): a trace
+file is JSON (schema ``kvpool-trace/1``): the pools, then each step's call, the spec's
+outcome and the target's, and the calls watchers made from inside it. Values that JSON
+has no type for are tagged (:func:`enc`, :func:`dec`); ``cmd:`` targets use the same
+tags on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvpool.spec.errors import ErrorKind
+from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored
+from kvpool.spec.ops import OP_CLASSES, BlockRef, Firing, Op, Outcome
+
+TRACE_SCHEMA = "kvpool-trace/1"
+LEVELS = ("safety", "exact", "robust")
+
+# -- JSON encoding of spec values ---------------------------------------------------------
+
+_EVENTS = {
+    "BlockStored": BlockStored,
+    "BlockRemoved": BlockRemoved,
+    "AllBlocksCleared": AllBlocksCleared,
+}
+_OPS = {cls.__name__: cls for cls in OP_CLASSES}
+
+
+def enc(v: object) -> Any:
+    """A spec value as JSON: plain scalars as themselves, everything else tagged."""
+    if v is None or isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, float):
+        return {"t": "float", "v": repr(v)}
+    if isinstance(v, BlockRef):
+        return {"t": "ref", "v": [v.pool, v.block]}
+    if isinstance(v, Firing):
+        return {"t": "firing", "v": list(v)}
+    if isinstance(v, BlockStored):
+        return {"t": "BlockStored", "v": [enc(k) for k in v.keys]}
+    if isinstance(v, BlockRemoved):
+        return {"t": "BlockRemoved", "v": enc(v.key)}
+    if isinstance(v, AllBlocksCleared):
+        return {"t": "AllBlocksCleared"}
+    if isinstance(v, tuple):
+        return {"t": "tuple", "v": [enc(x) for x in v]}
+    if isinstance(v, list):
+        return {"t": "list", "v": [enc(x) for x in v]}
+    if isinstance(v, dict):
+        return {"t": "dict", "v": [[enc(k), enc(x)] for k, x in v.items()]}
+    if isinstance(v, ErrorKind):
+        return v.value
+    return {"t": "repr", "v": repr(v)}
+
+
+def dec(v: Any) -> object:
+    if not isinstance(v, dict):
+        return v
+    t = v.get("t")
+    x: Any = v.get("v")
+    if t == "float":
+        return float(x)
+    if t == "ref":
+        return BlockRef(int(x[0]), int(x[1]))
+    if t == "firing":
+        return Firing(*x)
+    if t == "BlockStored":
+        return BlockStored(tuple(dec(k) for k in x))
+    if t == "BlockRemoved":
+        return BlockRemoved(dec(x))
+    if t == "AllBlocksCleared":
+        return AllBlocksCleared()
+    if t == "tuple":
+        return tuple(dec(i) for i in x)
+    if t == "list":
+        return [dec(i) for i in x]
+    if t == "dict":
+        return {dec(k): dec(i) for k, i in x}
+    return x  # a repr: kept as text
+
+
+def op_to_json(op: Op) -> dict[str, Any]:
+    fields = {k: enc(getattr(op, k)) for k in op.__dataclass_fields__}
+    return {"op": type(op).__name__, **fields}
+
+
+def op_from_json(d: dict[str, Any]) -> Op:
+    name = d.get("op")
+    if name not in _OPS:
+        raise ValueError(f"unknown operation {name!r}")
+    cls = _OPS[name]
+    args = {k: dec(v) for k, v in d.items() if k != "op"}
+    return cls(**args)  # type: ignore[arg-type]
+
+
+def outcome_to_json(out: Outcome | None) -> dict[str, Any] | None:
+    if out is None:
+        return None
+    return {
+        "value": enc(out.value),
+        "error": out.error.value if out.error else None,
+        "fired": [list(f) for f in out.fired],
+    }
+
+
+def outcome_from_json(d: dict[str, Any] | None) -> Outcome | None:
+    if d is None:
+        return None
+    return Outcome(
+        value=dec(d.get("value")),
+        error=ErrorKind(d["error"]) if d.get("error") else None,
+        fired=tuple(Firing(*f) for f in d.get("fired", ())),
+    )
+
+
+@dataclass
+class SavedTrace:
+    """A trace as saved: pools, steps, and watcher scripts (step index -> action)."""
+
+    pools: list[tuple[int, bool, bool]]
+    steps: list[dict[str, Any]]
+    target: str = ""
+    level: str = "exact"
+    violation: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": TRACE_SCHEMA,
+            "target": self.target,
+            "level": self.level,
+            "pools": [list(p) for p in self.pools],
+            "steps": self.steps,
+            "violation": self.violation,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SavedTrace:
+        if d.get("schema") != TRACE_SCHEMA:
+            raise ValueError(f"not a {TRACE_SCHEMA} trace (schema {d.get('schema')!r})")
+        return cls(
+            pools=[(int(n), bool(c), bool(e)) for n, c, e in d["pools"]],
+            steps=list(d["steps"]),
+            target=d.get("target", ""),
+            level=d.get("level", "exact"),
+            violation=d.get("violation"),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> SavedTrace:
+        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        return p
+
+
+__all__ = [
+    "LEVELS",
+    "TRACE_SCHEMA",
+    "SavedTrace",
+    "dec",
+    "enc",
+    "op_from_json",
+    "op_to_json",
+    "outcome_from_json",
+    "outcome_to_json",
+]

@@ -305,6 +305,7 @@ def conform_cmd(
     else:
         console.print(f"[red]VIOLATION[/red] of [bold]{report.rule}[/bold] ({report.seconds:.1f}s)")
         console.print(report.message.split("\n--- trace ---")[0])
+        _target_traceback(report.crash)
         if report.trace is not None:
             again = _target(target_name, skip, call_timeout)
             result = replay(report.trace, again, level, stop=False)
@@ -538,7 +539,19 @@ def _verdict(result: ReplayResult) -> None:
         sys.exit(CONFORMS)
     d = result.divergence
     console.print(f"[red]diverges[/red] at step {d.step}: [bold]{d.rule}[/bold]: {d.detail}")
+    _target_traceback(d.traceback)
     sys.exit(VIOLATION)
+
+
+def _target_traceback(text: str | None) -> None:
+    """The target's own traceback under a "target crashed" finding (cut if very long)."""
+    if text:
+        lines = text.splitlines()
+        if len(lines) > 60:
+            lines = [*lines[:20], f"... ({len(lines) - 40} lines)", *lines[-20:]]
+        console.print("the target's traceback:", markup=False)
+        for line in lines:
+            console.print(f"  {line[:500]}", markup=False)
 
 
 @main.group("vectors")

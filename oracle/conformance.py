@@ -11,7 +11,6 @@ replayed exactly (:func:`~.tracereplay.replay`). The trace format itself (schema
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,14 +20,14 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from kvpool.spec.invariants import INVARIANTS
 from kvpool.spec.ops import FreeBlocks, GetNewBlocks, Op, Outcome
-from kvpool.spec.state import PoolState
 
 from .driver import WatcherAction
-from .exits import TargetHung
+from .exits import TargetCrashed, TargetHung
 from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine
 from .minimize import delete_steps
 from .target_base import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
 from .traceformat import LEVELS, SavedTrace, op_to_json, outcome_to_json
+from .tracereplay import follow_target_ids, replay
 
 
 def action_to_json(wid: int, action: WatcherAction | None) -> dict[str, Any]:
@@ -103,22 +102,6 @@ def lockstep_config(
     )
 
 
-def relabel(ps: PoolState, a: int, b: int) -> None:
-    """Swap the names of blocks ``a`` and ``b`` in a spec state (everything else kept)."""
-    if a == b:
-        return
-    name = {a: b, b: a}
-
-    def m(x: int) -> int:
-        return name.get(x, x)
-
-    ps.ref[a], ps.ref[b] = ps.ref[b], ps.ref[a]
-    ps.key[a], ps.key[b] = ps.key[b], ps.key[a]
-    ps.free = OrderedDict.fromkeys(m(x) for x in ps.free)
-    ps.index = {k: dict.fromkeys(m(x) for x in holders) for k, holders in ps.index.items()}
-    ps.pending = {m(x): ws for x, ws in ps.pending.items()}
-
-
 def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
     """A lockstep machine for ``target`` that honours its capabilities and records scripts."""
     base = build_machine(target.factory, config)
@@ -136,13 +119,9 @@ def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
             # agree on which blocks are free and in use (their keys may differ, which
             # safety does not compare); the target's INV-* are checked on its own state.
             observed = self.trace.steps[-1].target
-            if observed is not None and observed.ok and observed.value != expected.value:
-                ps = self.world.pools[op.pool]
-                todo = list(expected.value)  # type: ignore[call-overload]
-                for i, t in enumerate(observed.value):
-                    s_id = todo[i]
-                    relabel(ps, s_id, t)
-                    todo = [t if x == s_id else s_id if x == t else x for x in todo]
+            if observed is not None and follow_target_ids(
+                self.world.pools[op.pool], expected, observed
+            ):
                 expected = replace(expected, value=observed.value)
         return expected
 
@@ -173,6 +152,8 @@ class Report:
     seconds: float
     skipped: list[str] = field(default_factory=list)
     trace: SavedTrace | None = None
+    crash: str | None = None
+    """The target's traceback, when the finding is a crash of the target."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -187,6 +168,7 @@ class Report:
             "seconds": round(self.seconds, 3),
             "skipped": self.skipped,
             "trace": self.trace.to_json() if self.trace else None,
+            "target_traceback": self.crash,
         }
 
 
@@ -228,16 +210,20 @@ def conform(
         machine._hypothesis_internal_use_seed = seed
     start = time.perf_counter()
     rule, message = None, ""
+    crash: str | None = None
     try:
         run_state_machine_as_test(machine, settings=run_settings(examples, steps, seed))
     except LockstepFailure as failure:
         rule, message = failure.rule, str(failure)
+        crash = machine.last_crash if rule == "target crashed" else None
     except Flaky as exc:
         rule, message = "flaky", f"the target does not behave the same on the same calls: {exc}"
     except TargetHung as exc:  # a state read past the per-call timeout
         rule, message = "target hung", str(exc)
-    except Exception as exc:  # the target broke the machine itself
-        rule, message = "target crashed", f"{type(exc).__name__}: {exc}"
+    except TargetCrashed as exc:  # building a pool: the target's constructor raised
+        rule, message, crash = "target crashed", str(exc), exc.traceback
+    # Anything else is a bug in the oracle: it propagates (exit 3, with its traceback)
+    # rather than being reported as the target's crash.
     seconds = time.perf_counter() - start
     saved = None
     if rule is not None and machine.last_trace is not None:
@@ -249,8 +235,13 @@ def conform(
             {"rule": rule, "message": message.split("\n--- trace ---")[0]},
         )
         # Hypothesis shrinks the choices behind a run, which can leave steps that do
-        # nothing; deleting steps on the trace itself removes them.
+        # nothing; deleting steps on the trace itself removes them, keeping the failure.
         saved = delete_steps(saved, target)
+        # The headline is the minimal trace's own failure, as its replay shows it.
+        found = replay(saved, target, level).divergence
+        if found is not None:
+            rule, message = found.rule, f"{found.rule}: {found.detail}"
+            saved = replace(saved, violation={"rule": rule, "message": message})
     return Report(
         target.name,
         level,
@@ -262,6 +253,7 @@ def conform(
         seconds,
         list(target.skipped),
         saved,
+        crash,
     )
 
 

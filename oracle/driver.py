@@ -47,7 +47,7 @@ from kvpool.spec.ops import (
     UnpinBlocks,
 )
 
-from .exits import VIOLATION, TargetHung
+from .exits import VIOLATION, TargetCrashed, TargetHung
 
 PoolFactory = Callable[[int, bool, bool], Any]
 """``factory(num_blocks, enable_caching, enable_kv_cache_events) -> pool``.
@@ -226,11 +226,15 @@ class Driver:
     # -- naming ----------------------------------------------------------------------
 
     def add_pool(self, num_blocks: int, caching: bool, events: bool) -> int:
-        with call_guard(self.timeout, f"building a pool of {num_blocks} blocks"):
-            pool = self.factory(num_blocks, caching, events)
+        where = f"building a pool of {num_blocks} blocks"
+        with call_guard(self.timeout, where):
+            try:
+                pool = self.factory(num_blocks, caching, events)
+                blocks = list(pool.blocks)
+            except Exception as exc:  # the target's constructor, not the oracle
+                raise TargetCrashed(where, exc) from exc
         index = len(self.pools)
         self.pools.append(pool)
-        blocks = list(pool.blocks)
         self._blocks.append(blocks)
         for b in blocks:
             self._ref_of[id(b)] = BlockRef(index, b.block_id)
@@ -300,10 +304,13 @@ class Driver:
         try:
             value = self._call(op)
             error = None
+        except (TargetCrashed, TargetHung):  # already attributed (a nested call, a timeout)
+            raise
         except Exception as exc:
             kind = error_kind_of(exc)
-            if kind is None:
-                raise
+            if kind is None:  # no pool error: the target crashed (its traceback kept)
+                method = CALLS[type(op)][0] if type(op) in CALLS else type(op).__name__
+                raise TargetCrashed(method, exc) from exc
             value, error = None, kind
         finally:
             fired = tuple(self._fired_stack.pop())

@@ -18,6 +18,8 @@ code  name            meaning
 
 from __future__ import annotations
 
+import traceback as _tb
+
 CONFORMS = 0
 VIOLATION = 1
 BAD_INPUT = 2
@@ -42,6 +44,22 @@ class TargetHung(Exception):
         super().__init__(f"{call} did not return within {timeout:g} s")
         self.call = call
         self.timeout = timeout
+
+
+class TargetCrashed(Exception):
+    """The target raised something that is no pool error (or could not be read).
+
+    Raised by the driver and the state readers in place of the target's own exception,
+    so that the search tells a target's crash (a finding, exit 1) from a crash of the
+    oracle's own code (exit 3). ``where`` says what the oracle was doing, ``traceback``
+    is the target's traceback, shown under the finding.
+    """
+
+    def __init__(self, where: str, exc: BaseException) -> None:
+        super().__init__(f"{where} raised {type(exc).__name__}: {exc}")
+        self.where = where
+        self.original = exc
+        self.traceback = "".join(_tb.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
 
 
 INTERRUPTED = 130

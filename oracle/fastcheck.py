@@ -45,7 +45,7 @@ from kvpool.spec.ops import (
 from kvpool.spec.state import PoolState, World
 
 from .driver import Driver, WatcherAction
-from .exits import TargetHung
+from .exits import TargetCrashed, TargetHung
 from .machine import state_diff
 from .target_base import Target
 from .traceformat import LEVELS
@@ -75,7 +75,7 @@ def same_state(a: PoolState, b: PoolState) -> bool:
 def rename(ps: PoolState, a: int, b: int) -> None:
     """Swap the names of blocks ``a`` and ``b`` in O(1), for ``safety`` only.
 
-    Unlike :func:`kvpool.oracle.conformance.relabel` it does not keep the order of the
+    Unlike :func:`kvpool.oracle.tracereplay.relabel` it does not keep the order of the
     free queue, of the holders of a key or of the pending watchers: ``safety`` compares
     none of them, only which blocks are free, referenced, keyed and watched.
     """
@@ -185,6 +185,8 @@ def run_random(
             observed = driver.execute(op)
         except TargetHung as exc:  # a finding about the target, like a wrong answer
             return f"call {done + 1}: {op!r}: target hung: {exc}"
+        except TargetCrashed as exc:
+            return f"call {done + 1}: {op!r}: target crashed: {exc}"
         done += 1
         problem = compare(op, expected, observed)
         raised = sum(1 for f in expected.fired if f.watcher in RAISING)

@@ -94,7 +94,7 @@ FINDINGS: tuple[Finding, ...] = (
         "watcher-sees-half-handout",
         "a reuse watcher runs before the block is handed out (ref_cnt 0, old key still cached)",
         "faulty callback",
-        "result differs",
+        "result differs: value",
         P1,
         (
             ("script", 0, False, IsBlockWritable(BlockRef(0, 1))),

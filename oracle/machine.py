@@ -100,7 +100,8 @@ from kvpool.spec.ops import (
 from kvpool.spec.state import NULL_BLOCK, PoolState, World
 
 from .driver import Driver, PoolFactory, WatcherAction
-from .exits import TargetHung
+from .exits import TargetCrashed, TargetHung
+from .traceformat import result_rule
 
 ALL_OPS: frozenset[str] = frozenset(cls.__name__ for cls in OP_CLASSES)
 """Every op class name of the semantics: the default ``capabilities``."""
@@ -333,6 +334,8 @@ class _Lockstep(RuleBasedStateMachine):
     factory: ClassVar[PoolFactory]
     config: ClassVar[LockstepConfig]
     last_trace: ClassVar[Trace | None] = None
+    last_crash: ClassVar[str | None] = None
+    """The target's traceback, when the last run ended in a crash of the target."""
 
     requests = Bundle("requests")
 
@@ -340,6 +343,7 @@ class _Lockstep(RuleBasedStateMachine):
         super().__init__()
         self.trace = Trace()
         type(self).last_trace = self.trace
+        type(self).last_crash = None
         self.world = World([], [])
         self.driver: Driver | None = None
         self.held: dict[int, list[BlockRef]] = {}
@@ -392,15 +396,8 @@ class _Lockstep(RuleBasedStateMachine):
         if self.config.level == "safety":
             return
         if expected.value != observed.value:
-            what = (
-                "ids"
-                if isinstance(op, GetNewBlocks)
-                else "events"
-                if isinstance(op, TakeEvents)
-                else "value"
-            )
             self.fail(
-                f"result differs: {what}",
+                result_rule(op),
                 f"{op!r}{where}: spec {expected.value!r}, target {observed.value!r}",
             )
         if expected.fired != observed.fired:
@@ -426,9 +423,10 @@ class _Lockstep(RuleBasedStateMachine):
         except TargetHung as exc:  # past the per-call timeout: a finding, shrunk like any
             self.trace.steps.append(TraceStep(op, expected, None))
             self.fail("target hung", f"{op!r}: {exc}")
-        except Exception as exc:  # the target raised something that is no pool error
+        except TargetCrashed as exc:  # the target raised something that is no pool error
             self.trace.steps.append(TraceStep(op, expected, None))
-            self.fail("target crashed", f"{op!r}: {type(exc).__name__}: {exc}")
+            type(self).last_crash = exc.traceback
+            self.fail("target crashed", f"{op!r}: {exc}")
         nested: list[tuple[Op, Outcome, Outcome]] = []
         for nop, nobs in driver.nested:
             nested.append((nop, self.world.apply(nop), nobs))
@@ -473,14 +471,27 @@ class _Lockstep(RuleBasedStateMachine):
         self.since_check += 1
         self.fresh = False
         if refused or self.since_check >= self.config.check_every:
-            self.check_state(op if refused else None)
+            # a call the spec refused must change nothing, whether or not it was drawn
+            # to be refused (the replay names a difference after any refusal ERR-ATOMIC)
+            self.check_state(op if refused or not expected.ok else None)
         return expected
 
     def read_target_states(self) -> dict[int, PoolState]:
         check = self.config.state_check
         if check is None or self.driver is None:
             return {}
-        return {i: check(self.driver, i) for i in self.alive()}
+        return {i: self._read(f"reading pool {i}'s state", check, i) for i in self.alive()}
+
+    def _read(self, where: str, reader: Callable[[Driver, int], Any], i: int) -> Any:
+        """``reader(driver, i)``: it reads the target's objects, so its crash is the target's."""
+        try:
+            return reader(self.driver, i)  # type: ignore[arg-type]
+        except (TargetHung, TargetCrashed, LockstepFailure):
+            raise
+        except Exception as exc:
+            crash = TargetCrashed(where, exc)
+            type(self).last_crash = crash.traceback
+            self.fail("target crashed", str(crash))
 
     def check_state(self, refused: Op | None = None) -> None:
         """Compare every live pool's whole state; refresh the target's invariant findings.
@@ -497,20 +508,26 @@ class _Lockstep(RuleBasedStateMachine):
         for i in self.alive():
             found = check_pool(self.target_states[i]) if i in self.target_states else []
             if extra is not None:
-                found.extend(extra(driver, i))
+                found.extend(self._read(f"checking pool {i}'s own invariants", extra, i))
             self.target_violations[i] = found
         self.fresh = True
         if self.config.level == "safety":
             return
+        # One order for the search and the replay (tracereplay.replay): a refusal that
+        # changed the state is ERR-ATOMIC (the cause); otherwise a broken invariant is
+        # named before a mere difference from the spec's state (the more telling name).
         for i, observed in self.target_states.items():
             expected = self.ps(i)
-            if expected.snapshot() != observed.snapshot():
-                if refused is not None:
-                    self.fail(
-                        "ERR-ATOMIC",
-                        f"refusing {refused!r} changed target pool {i}: "
-                        + state_diff(expected, observed),
-                    )
+            differs = expected.snapshot() != observed.snapshot()
+            if differs and refused is not None:
+                self.fail(
+                    "ERR-ATOMIC",
+                    f"refusing {refused!r} changed target pool {i}: "
+                    + state_diff(expected, observed),
+                )
+            for v in self.target_violations.get(i, ()):
+                self.fail(v.invariant, f"target pool {i}: {v}")
+            if differs:
                 self.fail("state differs", f"pool {i}: {state_diff(expected, observed)}")
 
     def check_invariant(self, name: str) -> None:

@@ -4,7 +4,8 @@ Hypothesis shrinks the *choices* that generated a run; a step whose deletion wou
 shift the choices after it can survive that (a leading ``GetNewBlocks(n=0)``, an
 ``EvictBlocks(block_ids=())``). This pass works on the trace itself: it tries
 deleting each step (a call or a watcher script), replays the rest on the target, and
-keeps a deletion when the replay still fails with the same rule. It repeats until no
+keeps a deletion when the replay still fails the same way (rule, detail and the call
+that fails). It repeats until no
 single deletion keeps the failure, so every step left is needed. Deterministic: the
 same trace and target give the same result.
 """
@@ -20,32 +21,42 @@ from .target_base import Target
 from .traceformat import SavedTrace, op_from_json, op_to_json, outcome_to_json
 from .tracereplay import replay
 
+Failure = tuple[str, str, Any]
+"""What a failure is, for minimisation: its rule, its detail and the call that failed."""
 
-def still_fails(saved: SavedTrace, target: Target, rule: str) -> bool:
-    """Does ``saved`` still fail on ``target`` with ``rule``? (a crash is not the same rule)"""
-    try:
-        result = replay(saved, target, saved.level)
-    except Exception:
-        return False
-    return result.divergence is not None and result.divergence.rule == rule
+
+def failure_of(saved: SavedTrace, target: Target) -> Failure | None:
+    """The failure ``saved`` shows on replay on ``target`` (None: it does not fail)."""
+    found = replay(saved, target, saved.level).divergence
+    if found is None:
+        return None
+    call = saved.steps[found.step - 1].get("call") if 0 < found.step <= len(saved.steps) else None
+    return found.rule, found.detail, call
+
+
+def still_fails(saved: SavedTrace, target: Target, failure: Failure) -> bool:
+    """Does ``saved`` still fail on ``target`` in the same way (rule, detail and call)?
+
+    A bug of the oracle's own is not caught here: it propagates, and the run ends with
+    an oracle error rather than a trace that shows something else."""
+    return failure_of(saved, target) == failure
 
 
 def delete_steps(saved: SavedTrace, target: Target, budget: int = 400) -> SavedTrace:
     """The trace with every step removed whose removal keeps its failure.
 
-    The failure is the rule the replay of ``saved`` names (a replay may name it more
+    The failure is what the replay of ``saved`` shows (a replay may name it more
     precisely than the search did: the broken invariant rather than "state
-    differs"). ``budget`` caps the replays (each costs one run of the trace), so a
-    long trace on a slow target cannot stall a report; what is left still fails.
-    A trace that does not fail on replay is returned as it is.
+    differs"): its rule, its detail, and the call that fails. A deletion is kept only
+    when all three are the same, so the headline the report prints from the minimal
+    trace describes the failure the search found. ``budget`` caps the replays (each
+    costs one run of the trace), so a long trace on a slow target cannot stall a
+    report; what is left still fails. A trace that does not fail on replay is
+    returned as it is.
     """
-    try:
-        first = replay(saved, target, saved.level).divergence
-    except Exception:
+    rule = failure_of(saved, target)
+    if rule is None:
         return saved
-    if first is None:
-        return saved
-    rule = first.rule
     steps = list(saved.steps)
     replays = 0
     changed = True

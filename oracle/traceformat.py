@@ -16,10 +16,28 @@ from typing import Any
 
 from kvpool.spec.errors import ErrorKind
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored
-from kvpool.spec.ops import OP_CLASSES, BlockRef, Firing, Op, Outcome
+from kvpool.spec.ops import OP_CLASSES, BlockRef, Firing, GetNewBlocks, Op, Outcome, TakeEvents
 
 TRACE_SCHEMA = "kvpool-trace/1"
 LEVELS = ("safety", "exact", "robust")
+
+
+def result_rule(op: object) -> str:
+    """The rule a call breaks when it returns another value than the spec's.
+
+    One name whoever finds it (the search, ``replay``, ``check-log``): ``result
+    differs: ids`` for ``get_new_blocks``, ``: events`` for ``take_events``,
+    ``: value`` for any other call.
+    """
+    what = (
+        "ids"
+        if isinstance(op, GetNewBlocks)
+        else "events"
+        if isinstance(op, TakeEvents)
+        else "value"
+    )
+    return f"result differs: {what}"
+
 
 # -- JSON encoding of spec values ---------------------------------------------------------
 

@@ -68,7 +68,13 @@ from kvpool.spec.state import World
 from .driver import error_kind_of
 from .exits import BadInput
 from .files import LOG_LIMITS, Limits, check_blocks, check_op, check_outcome, parse_json, read_lines
-from .traceformat import op_from_json, op_to_json, outcome_from_json, outcome_to_json
+from .traceformat import (
+    op_from_json,
+    op_to_json,
+    outcome_from_json,
+    outcome_to_json,
+    result_rule,
+)
 from .tracereplay import Divergence
 from .vllm_target import spec_event
 
@@ -449,7 +455,7 @@ def check_log(path: str | Path, context: int = 6, limits: Limits = LOG_LIMITS) -
             )
         elif expected.value != observed.value:
             problem = (
-                "result differs",
+                result_rule(op),
                 f"{op!r}: spec {expected.value!r}, pool {observed.value!r}",
             )
         elif expected.fired != observed.fired:

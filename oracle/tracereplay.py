@@ -8,17 +8,18 @@ Minimisation (:mod:`.minimize`) and the trace log (:mod:`.tracelog`) build on it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 
 from kvpool.spec.invariants import check_pool
-from kvpool.spec.ops import Op, Outcome
+from kvpool.spec.ops import GetNewBlocks, Op, Outcome
 from kvpool.spec.state import PoolState, World
 
 from .driver import Driver, WatcherAction
-from .exits import TargetHung
+from .exits import TargetCrashed, TargetHung
 from .machine import state_diff
 from .target_base import Target
-from .traceformat import SavedTrace, op_from_json, outcome_from_json
+from .traceformat import SavedTrace, op_from_json, outcome_from_json, result_rule
 
 
 @dataclass
@@ -28,6 +29,8 @@ class Divergence:
     step: int
     rule: str
     detail: str
+    traceback: str = ""
+    """The target's traceback, when the target crashed."""
 
 
 @dataclass
@@ -48,16 +51,60 @@ class ReplayResult:
     divergence: Divergence | None
 
 
-def _compare(op: Op, exp: Outcome, obs: Outcome, level: str) -> tuple[str, str] | None:
+def _compare(
+    op: Op, exp: Outcome, obs: Outcome, level: str, where: str = ""
+) -> tuple[str, str] | None:
+    """The rule and detail the search (``machine.compare``) would report, word for word."""
     if exp.error != obs.error:
-        return "error kind differs", f"{op!r}: spec {exp.error}, target {obs.error}"
+        e = exp.error.value if exp.error else "success"
+        o = obs.error.value if obs.error else "success"
+        return "error kind differs", f"{op!r}{where}: spec {e}, target {o}"
     if level == "safety":
         return None
     if exp.value != obs.value:
-        return "result differs", f"{op!r}: spec {exp.value!r}, target {obs.value!r}"
+        return result_rule(op), f"{op!r}{where}: spec {exp.value!r}, target {obs.value!r}"
     if exp.fired != obs.fired:
-        return "fired differs", f"{op!r}: spec {exp.fired}, target {obs.fired}"
+        return "fired differs", f"{op!r}{where}: spec {exp.fired}, target {obs.fired}"
     return None
+
+
+def relabel(ps: PoolState, a: int, b: int) -> None:
+    """Swap the names of blocks ``a`` and ``b`` in a spec state (everything else kept)."""
+    if a == b:
+        return
+    name = {a: b, b: a}
+
+    def m(x: int) -> int:
+        return name.get(x, x)
+
+    ps.ref[a], ps.ref[b] = ps.ref[b], ps.ref[a]
+    ps.key[a], ps.key[b] = ps.key[b], ps.key[a]
+    ps.free = OrderedDict.fromkeys(m(x) for x in ps.free)
+    ps.index = {k: dict.fromkeys(m(x) for x in holders) for k, holders in ps.index.items()}
+    ps.pending = {m(x): ws for x, ws in ps.pending.items()}
+
+
+def follow_target_ids(ps: PoolState, expected: Outcome, observed: Outcome) -> bool:
+    """At ``safety``, any eviction order is allowed: rename the spec's blocks after the
+    ids the target handed out, so both sides agree on which blocks are free and in use.
+
+    The search and :func:`replay` both do this, so a trace the search accepted replays
+    the same. Returns whether the spec now holds the target's ids; ids that cannot be a
+    renaming (repeated, not blocks, a different count) are left for the invariants to
+    judge on the target's own state."""
+    want, got = expected.value, observed.value
+    if not (expected.ok and observed.ok) or want == got:
+        return False
+    if not isinstance(want, tuple) or not isinstance(got, tuple) or len(want) != len(got):
+        return False
+    if len(set(got)) != len(got) or not all(type(t) is int and 0 < t < ps.num_blocks for t in got):
+        return False
+    todo = list(want)
+    for i, t in enumerate(got):
+        s_id = todo[i]
+        relabel(ps, s_id, t)
+        todo = [t if x == s_id else s_id if x == t else x for x in todo]
+    return True
 
 
 def replay(
@@ -73,21 +120,30 @@ def replay(
     world = World.of(*(PoolState.initial(n, c, e) for n, c, e in saved.pools))
     try:
         driver = Driver(target.factory, list(saved.pools)) if target else None
-    except Exception as exc:  # the target cannot even build the trace's pools: step 0
-        why = f"building the pools {list(saved.pools)}: {type(exc).__name__}: {exc}"
-        return ReplayResult([], Divergence(0, "target crashed", why))
+    except TargetHung as exc:  # the target cannot even build the trace's pools: step 0
+        return ReplayResult([], Divergence(0, "target hung", f"building the pools: {exc}"))
+    except TargetCrashed as exc:
+        why = f"building the pools {list(saved.pools)}: {exc}"
+        return ReplayResult([], Divergence(0, "target crashed", why, exc.traceback))
     out: list[ReplayStep] = []
     divergence: Divergence | None = None
+    crash = ""
+
+    unreadable: list[TargetCrashed] = []  # the last step's state reads that raised
 
     def states() -> tuple[list[PoolState], list[PoolState | None]]:
         spec = [p.copy() for p in world.pools]
         tgt: list[PoolState | None] = []
+        unreadable.clear()
         for i in range(len(saved.pools)):
             reader = target.state_check if target is not None else None
             ok = driver is not None and reader is not None and world.alive[i]
             try:
                 tgt.append(reader(driver, i) if ok and reader and driver else None)
-            except Exception:  # a target that crashed has no state to draw; the step says why
+            except TargetHung:
+                raise
+            except Exception as exc:  # the reader reads the target's objects: its crash
+                unreadable.append(TargetCrashed(f"reading pool {i}'s state", exc))
                 tgt.append(None)
         return spec, tgt
 
@@ -113,20 +169,31 @@ def replay(
             except TargetHung as exc:
                 observed = None
                 problem = ("target hung", f"{op!r}: {exc}")
-            except Exception as exc:
+            except TargetCrashed as exc:  # (any other exception is the oracle's own bug)
                 observed = None
-                problem = ("target crashed", f"{op!r}: {type(exc).__name__}: {exc}")
+                problem = ("target crashed", f"{op!r}: {exc}")
+                crash = exc.traceback
             nested_ops = [o for o, _ in driver.nested]
             nested_obs = [o for _, o in driver.nested]
         nested_exp = [world.apply(o) for o in nested_ops]
+        if (
+            level == "safety"
+            and isinstance(op, GetNewBlocks)
+            and observed is not None
+            and follow_target_ids(world.pools[op.pool], expected, observed)
+        ):
+            expected = replace(expected, value=observed.value)
         if problem is None and observed is not None:
             problem = _compare(op, expected, observed, level)
             for o, e, b in zip(nested_ops, nested_exp, nested_obs, strict=True):
                 if problem is None and b is not None:
-                    problem = _compare(o, e, b, level)
+                    problem = _compare(o, e, b, level, " (run by a watcher)")
         s, t = states()
         nested = list(zip(nested_ops, nested_exp, nested_obs, strict=True))
         out.append(ReplayStep(op, "", expected, observed, s, t, nested))
+        if problem is None and unreadable:
+            problem = ("target crashed", f"{op!r}: then {unreadable[0]}")
+            crash = unreadable[0].traceback
         if problem is None:
             for i, ps in enumerate(s):
                 if not world.alive[i]:
@@ -136,20 +203,31 @@ def replay(
                     problem = (viol[0].invariant, f"the spec broke it: {viol[0]}")
                     break
                 tps = t[i]
-                if tps is not None:
-                    tv = (
-                        target.target_invariants(driver, i)  # type: ignore[arg-type]
-                        if target and target.target_invariants
-                        else check_pool(tps)
+                if tps is None:
+                    continue
+                # the search's order (machine.check_state), so both name one rule: a
+                # refusal that changed the state is ERR-ATOMIC, then a broken invariant,
+                # then a mere difference from the spec's state
+                differs = level != "safety" and tps.snapshot() != ps.snapshot()
+                if differs and expected.error is not None:
+                    problem = (
+                        "ERR-ATOMIC",
+                        f"refusing {op!r} changed target pool {i}: {state_diff(ps, tps)}",
                     )
-                    if tv:
-                        problem = (tv[0].invariant, f"target pool {i}: {tv[0]}")
-                        break
-                    if level != "safety" and tps.snapshot() != ps.snapshot():
-                        problem = ("state differs", f"pool {i}: {state_diff(ps, tps)}")
-                        break
+                    break
+                tv = (
+                    target.target_invariants(driver, i)  # type: ignore[arg-type]
+                    if target and target.target_invariants
+                    else check_pool(tps)
+                )
+                if tv:
+                    problem = (tv[0].invariant, f"target pool {i}: {tv[0]}")
+                    break
+                if differs:
+                    problem = ("state differs", f"pool {i}: {state_diff(ps, tps)}")
+                    break
         if problem is not None and divergence is None:
-            divergence = Divergence(n, *problem)
+            divergence = Divergence(n, *problem, crash if problem[0] == "target crashed" else "")
             if stop:
                 break
     return ReplayResult(out, divergence)

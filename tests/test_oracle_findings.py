@@ -100,7 +100,7 @@ def test_hybrid_serving_workload_multi_group_lookups(tmp_path: Path) -> None:
     bad = tmp_path / "bad.log"
     bad.write_text("\n".join([header, *map(json.dumps, lines)]) + "\n")
     found = check_log(bad).divergence
-    assert found is not None and found.step == hit + 1 and found.rule == "result differs"
+    assert found is not None and found.step == hit + 1 and found.rule == "result differs: value"
     # with KV events on, a group that misses makes the others cache a second copy of a
     # key: vLLM's per-copy BlockRemoved (errata: removed-while-held) shows up
     loud = tmp_path / "events.log"
@@ -108,7 +108,11 @@ def test_hybrid_serving_workload_multi_group_lookups(tmp_path: Path) -> None:
     serving_workload(rec, requests=150, seed=0, unpin_share=0.0, groups=2)
     rec.close()
     found = check_log(loud).divergence
-    assert found is not None and found.rule == "result differs" and "TakeEvents" in found.detail
+    assert (
+        found is not None
+        and found.rule == "result differs: events"
+        and "TakeEvents" in found.detail
+    )
 
 
 def test_record_group_block_size_mask_and_unmodelled_calls(tmp_path: Path) -> None:

@@ -1,0 +1,171 @@
+"""Who failed, and what the report says: the target's crash, the oracle's own, and a
+headline that is the minimal trace's own failure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from kvpool import mutants
+from kvpool.impl import BlockPool
+from kvpool.oracle import machine as machine_module
+from kvpool.oracle.cli import main
+from kvpool.oracle.conformance import conform
+from kvpool.oracle.exits import ORACLE_ERROR, VIOLATION
+from kvpool.oracle.minimize import delete_steps
+from kvpool.oracle.pytest_plugin import as_target
+from kvpool.oracle.traceformat import SavedTrace, op_to_json
+from kvpool.oracle.tracereplay import replay
+from kvpool.spec import GetNewBlocks, GetNumFreeBlocks
+
+ME = "test_oracle_attribution"
+
+
+def _deep_inside_the_target(n: int) -> None:
+    if n == 2:
+        raise ValueError("boom from the target")
+
+
+class CrashesOnTwo(BlockPool):
+    """get_new_blocks(2) raises an exception that is no pool error."""
+
+    def get_new_blocks(self, num_blocks: int) -> Any:
+        _deep_inside_the_target(num_blocks)
+        return super().get_new_blocks(num_blocks)
+
+
+class CountsOneMore(BlockPool):
+    """get_num_free_blocks is one too many: the detail names both numbers."""
+
+    def get_num_free_blocks(self) -> int:
+        return super().get_num_free_blocks() + 1
+
+
+def test_a_target_crash_is_a_finding_with_the_targets_traceback() -> None:
+    report = conform(as_target(CrashesOnTwo), "exact", 100, max_blocks=8, max_pools=1)
+    assert report.rule == "target crashed", report.message
+    assert "get_new_blocks raised ValueError: boom from the target" in report.message
+    assert report.crash is not None
+    assert "_deep_inside_the_target" in report.crash
+    assert report.to_json()["target_traceback"] == report.crash
+
+
+def test_the_cli_prints_the_targets_traceback_under_a_crash() -> None:
+    result = CliRunner().invoke(
+        main, ["conform", "-t", f"python:{ME}:CrashesOnTwo", "-n", "100", "--max-pools", "1"]
+    )
+    assert result.exit_code == VIOLATION, result.output
+    assert "the target's traceback:" in result.output
+    assert "_deep_inside_the_target" in result.output
+
+
+def test_a_crash_of_the_oracle_itself_is_an_oracle_error_not_the_targets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a seeded bug in the oracle: comparing two outcomes raises
+    def broken(self: Any, *a: Any, **k: Any) -> None:
+        raise RuntimeError("a bug in the oracle")
+
+    monkeypatch.setattr(machine_module._Lockstep, "compare", broken)
+    with pytest.raises(RuntimeError, match="a bug in the oracle"):
+        conform(as_target("reference"), "exact", 5, max_blocks=4, max_pools=1)
+    result = CliRunner().invoke(main, ["conform", "-t", "reference", "-n", "5"])
+    assert result.exit_code == ORACLE_ERROR, result.output
+    assert "target crashed" not in result.output
+    assert "internal error of the oracle" in result.stderr
+
+
+def test_a_state_reader_that_raises_is_the_targets_crash_not_a_skipped_check() -> None:
+    target = as_target("reference")
+
+    def unreadable(driver: Any, i: int) -> Any:
+        raise AttributeError("no such field in this target")
+
+    broken = replace(target, state_check=unreadable)
+    report = conform(broken, "exact", 5, max_blocks=4, max_pools=1)
+    assert report.rule == "target crashed", report.message
+    assert "reading pool 0's state raised AttributeError" in report.message
+    saved = SavedTrace([(4, True, False)], [{"call": op_to_json(GetNewBlocks(1))}], level="exact")
+    found = replay(saved, broken).divergence
+    assert found is not None and found.rule == "target crashed"
+    assert "no such field" in found.traceback
+
+
+def _trace(*ops: Any) -> SavedTrace:
+    return SavedTrace(
+        pools=[(4, True, False)],
+        steps=[{"call": op_to_json(op), "nested": []} for op in ops],
+        level="exact",
+    )
+
+
+def test_minimisation_keeps_the_same_failure_not_just_the_same_rule() -> None:
+    target = as_target(CountsOneMore)
+    trace = _trace(GetNewBlocks(1), GetNumFreeBlocks())
+    first = replay(trace, target).divergence
+    assert first is not None and first.rule == "result differs: value"
+    assert "spec 2, target 3" in first.detail
+    # deleting the GetNewBlocks keeps the rule but changes the failure (spec 3, target
+    # 4): a minimiser that compared rules only would take it
+    fewer = _trace(GetNumFreeBlocks())
+    other = replay(fewer, target).divergence
+    assert other is not None and other.rule == first.rule and other.detail != first.detail
+    short = delete_steps(trace, target)
+    again = replay(short, target).divergence
+    assert again is not None and (again.rule, again.detail) == (first.rule, first.detail)
+
+
+@pytest.mark.parametrize("name", ["lifo-fifo-swapped", "cross-pool-freed-here", "null-touched"])
+def test_the_headline_is_the_minimal_traces_own_failure(name: str) -> None:
+    target = as_target(mutants.get(name).pool_class())
+    report = conform(target, "robust", 200, max_blocks=8, seed=0, max_pools=2)
+    assert not report.conforms and report.trace is not None
+    found = replay(report.trace, target, report.level).divergence
+    assert found is not None
+    assert report.rule == found.rule
+    assert report.message == f"{found.rule}: {found.detail}"
+    assert report.trace.violation == {"rule": found.rule, "message": report.message}
+
+
+class BackFirst(BlockPool):
+    """Hands out the blocks at the back of the free queue: a different eviction order,
+    which ``safety`` allows (the invariants still hold)."""
+
+    def get_new_blocks(self, num_blocks: int) -> Any:
+        if not 0 < num_blocks < self.get_num_free_blocks():
+            return super().get_new_blocks(num_blocks)
+        every = super().get_new_blocks(self.get_num_free_blocks())
+        self.free_blocks(every[:-num_blocks])
+        return every[-num_blocks:]
+
+
+def test_replay_follows_the_targets_ids_at_safety_as_the_search_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.oracle import tracereplay
+    from kvpool.spec import BlockRef, FreeBlocks
+
+    target = as_target(BackFirst)
+    # the target hands out block 3 where the spec would hand out block 1; freeing block 3
+    # is then right (the search renames the spec's blocks after the target's choice)
+    trace = SavedTrace(
+        [(4, True, False)],
+        [
+            {"call": op_to_json(GetNewBlocks(1))},
+            {"call": op_to_json(FreeBlocks([BlockRef(0, 3)]))},
+            {"call": op_to_json(GetNewBlocks(2))},
+        ],
+        level="safety",
+    )
+    assert replay(trace, target, "safety").divergence is None
+    assert conform(target, "safety", 100, max_blocks=6, max_pools=1).conforms
+    # at exact the order is compared, and it differs
+    found = replay(trace, target, "exact").divergence
+    assert found is not None and found.rule == "result differs: ids"
+    # without the renaming, the replay would call the free of block 3 a double free
+    monkeypatch.setattr(tracereplay, "follow_target_ids", lambda *a: False)
+    found = replay(trace, target, "safety").divergence
+    assert found is not None and found.rule == "error kind differs", found

@@ -306,6 +306,8 @@ def conform_cmd(
         console.print(f"[red]VIOLATION[/red] of [bold]{report.rule}[/bold] ({report.seconds:.1f}s)")
         console.print(report.message.split("\n--- trace ---")[0])
         _target_traceback(report.crash)
+        if report.hint:
+            console.print(f"hint: {report.hint}", markup=False)
         if report.trace is not None:
             again = _target(target_name, skip, call_timeout)
             result = replay(report.trace, again, level, stop=False)

@@ -19,14 +19,14 @@ from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from kvpool.spec.invariants import INVARIANTS
-from kvpool.spec.ops import FreeBlocks, GetNewBlocks, Op, Outcome
+from kvpool.spec.ops import BlockRef, DropPool, FreeBlocks, GetNewBlocks, Op, Outcome
 
 from .driver import WatcherAction
 from .exits import TargetCrashed, TargetHung
 from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine
 from .minimize import delete_steps
 from .target_base import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
-from .traceformat import LEVELS, SavedTrace, op_to_json, outcome_to_json
+from .traceformat import LEVELS, SavedTrace, op_from_json, op_to_json, outcome_to_json
 from .tracereplay import follow_target_ids, replay
 
 
@@ -154,6 +154,8 @@ class Report:
     trace: SavedTrace | None = None
     crash: str | None = None
     """The target's traceback, when the finding is a crash of the target."""
+    hint: str | None = None
+    """When the minimal trace needs more than one pool: the rule it exercises, the option."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -169,6 +171,7 @@ class Report:
             "skipped": self.skipped,
             "trace": self.trace.to_json() if self.trace else None,
             "target_traceback": self.crash,
+            "hint": self.hint,
         }
 
 
@@ -254,6 +257,54 @@ def conform(
         list(target.skipped),
         saved,
         crash,
+        cross_pool_hint(saved) if saved is not None else None,
+    )
+
+
+def cross_pool_hint(saved: SavedTrace) -> str | None:
+    """What a trace does across pools, the semantics' rule for it, and how to leave it out.
+
+    A design that is only ever used with one pool fails on a block freed through a pool
+    that does not own it, or on a pool dropped while another runs on; the report says so
+    instead of leaving the user to find ``--max-pools 1``. ``None``: the trace stays in one
+    pool.
+    """
+    dropped = freed = other = False
+    for step in saved.steps:
+        calls = [step.get("call"), *(n.get("call") for n in step.get("nested", ()))]
+        for raw in calls:
+            if raw is None:
+                continue
+            op = op_from_json(raw)
+            refs = [
+                e
+                for e in (*getattr(op, "blocks", ()), getattr(op, "block", None))
+                if isinstance(e, BlockRef)
+            ]
+            foreign = any(e.pool != getattr(op, "pool", 0) for e in refs)
+            dropped |= isinstance(op, DropPool)
+            freed |= foreign and isinstance(op, FreeBlocks)
+            other |= foreign and not isinstance(op, FreeBlocks)
+    if not (dropped or freed or other):
+        return None
+    what = []
+    if freed:
+        what.append(
+            "frees a block through a pool that does not own it (semantics, free_blocks: "
+            "entries owned by another live pool are forwarded to that pool)"
+        )
+    if other:
+        what.append("hands a pool another pool's block (semantics: ForeignBlock)")
+    if dropped:
+        what.append(
+            "drops a pool while another runs on (semantics, free_blocks: entries whose "
+            "pool is gone are dropped)"
+        )
+    return (
+        "this trace "
+        + "; it ".join(what)
+        + ". A pool only ever used alone can leave this out: --max-pools 1 (or --skip "
+        "multi_pool)."
     )
 
 
@@ -265,6 +316,7 @@ __all__ = [
     "Report",
     "TraceStep",
     "conform",
+    "cross_pool_hint",
     "lockstep_config",
     "oracle_machine",
 ]

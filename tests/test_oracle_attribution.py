@@ -169,3 +169,48 @@ def test_replay_follows_the_targets_ids_at_safety_as_the_search_does(
     monkeypatch.setattr(tracereplay, "follow_target_ids", lambda *a: False)
     found = replay(trace, target, "safety").divergence
     assert found is not None and found.rule == "error kind differs", found
+
+
+# -- the cross-pool hint ----------------------------------------------------------------
+
+
+def _trace(*ops: Any, pools: int = 2) -> SavedTrace:
+    from kvpool.oracle.traceformat import outcome_to_json
+    from kvpool.spec.ops import Outcome
+
+    ok = outcome_to_json(Outcome())
+    return SavedTrace(
+        [(4, False, False)] * pools,
+        [{"note": "", "call": op_to_json(op), "expected": ok, "observed": ok} for op in ops],
+    )
+
+
+def test_the_hint_names_the_rule_and_the_option_when_a_trace_crosses_pools() -> None:
+    from kvpool.oracle.conformance import cross_pool_hint
+    from kvpool.spec.ops import BlockRef, DropPool, FreeBlocks, Touch
+
+    here = _trace(GetNewBlocks(1), FreeBlocks((BlockRef(0, 1),), pool=0))
+    assert cross_pool_hint(here) is None
+    freed = cross_pool_hint(_trace(GetNewBlocks(1), FreeBlocks((BlockRef(0, 1),), pool=1)))
+    assert freed and "forwarded to that pool" in freed and "--max-pools 1" in freed
+    assert "DropPool" not in freed and "drops a pool" not in freed
+    touched = cross_pool_hint(_trace(GetNewBlocks(1), Touch((BlockRef(0, 1),), pool=1)))
+    assert touched and "ForeignBlock" in touched and "forwarded" not in touched
+    dropped = cross_pool_hint(_trace(GetNewBlocks(1), DropPool(1)))
+    assert dropped and "drops a pool" in dropped
+
+
+def test_a_single_pool_design_failing_across_pools_gets_the_hint() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "list-pool"))
+    try:
+        from list_pool import ListPool  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    report = conform(as_target(ListPool), "exact", 100, max_blocks=6)
+    assert not report.conforms and report.hint and "--max-pools 1" in report.hint
+    assert report.to_json()["hint"] == report.hint
+    alone = conform(as_target(CountsOneMore), "exact", 50, max_blocks=6, max_pools=1)
+    assert not alone.conforms and alone.hint is None

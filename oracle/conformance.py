@@ -19,15 +19,22 @@ from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from kvpool.spec.invariants import INVARIANTS
-from kvpool.spec.ops import BlockRef, DropPool, FreeBlocks, GetNewBlocks, Op, Outcome
+from kvpool.spec.ops import DropPool, FreeBlocks, GetNewBlocks, Op, Outcome
 
 from .driver import WatcherAction
 from .exits import TargetCrashed, TargetHung
 from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine
 from .minimize import delete_steps
 from .target_base import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
-from .traceformat import LEVELS, SavedTrace, op_from_json, op_to_json, outcome_to_json
-from .tracereplay import follow_target_ids, replay
+from .traceformat import (
+    LEVELS,
+    SavedTrace,
+    block_refs,
+    op_from_json,
+    op_to_json,
+    outcome_to_json,
+)
+from .tracereplay import follow_target_ids
 
 
 def action_to_json(wid: int, action: WatcherAction | None) -> dict[str, Any]:
@@ -218,7 +225,7 @@ def conform(
         run_state_machine_as_test(machine, settings=run_settings(examples, steps, seed))
     except LockstepFailure as failure:
         rule, message = failure.rule, str(failure)
-        crash = machine.last_crash if rule == "target crashed" else None
+        crash = failure.traceback or None
     except Flaky as exc:
         rule, message = "flaky", f"the target does not behave the same on the same calls: {exc}"
     except TargetHung as exc:  # a state read past the per-call timeout
@@ -239,12 +246,9 @@ def conform(
         )
         # Hypothesis shrinks the choices behind a run, which can leave steps that do
         # nothing; deleting steps on the trace itself removes them, keeping the failure.
-        saved = delete_steps(saved, target)
         # The headline is the minimal trace's own failure, as its replay shows it.
-        found = replay(saved, target, level).divergence
-        if found is not None:
-            rule, message = found.rule, f"{found.rule}: {found.detail}"
-            saved = replace(saved, violation={"rule": rule, "message": message})
+        saved = delete_steps(saved, target)
+        rule, message = saved.violation["rule"], saved.violation["message"]  # type: ignore[index]
     return Report(
         target.name,
         level,
@@ -276,12 +280,7 @@ def cross_pool_hint(saved: SavedTrace) -> str | None:
             if raw is None:
                 continue
             op = op_from_json(raw)
-            refs = [
-                e
-                for e in (*getattr(op, "blocks", ()), getattr(op, "block", None))
-                if isinstance(e, BlockRef)
-            ]
-            foreign = any(e.pool != getattr(op, "pool", 0) for e in refs)
+            foreign = any(ref.pool != op.pool for ref in block_refs(op))
             dropped |= isinstance(op, DropPool)
             freed |= foreign and isinstance(op, FreeBlocks)
             other |= foreign and not isinstance(op, FreeBlocks)

@@ -110,11 +110,71 @@ Level = Literal["safety", "exact", "robust"]
 
 
 class LockstepFailure(AssertionError):
-    """The target parted from the spec. ``rule`` names what broke; the message has the trace."""
+    """The target parted from the spec. ``rule`` names what broke; the message has the trace.
 
-    def __init__(self, rule: str, message: str) -> None:
+    ``traceback``: the target's own, when the rule is ``target crashed``.
+    """
+
+    def __init__(self, rule: str, message: str, traceback: str = "") -> None:
         super().__init__(message)
         self.rule = rule
+        self.traceback = traceback
+
+
+Problem = tuple[str, str]
+"""A rule and its detail: what the search reports, and what ``replay`` reports the same."""
+
+
+def compare_outcomes(
+    op: Op, expected: Outcome, observed: Outcome, level: str, where: str = ""
+) -> Problem | None:
+    """The first difference between the spec's and the target's outcome of ``op``.
+
+    The one comparison of the search (:meth:`_Lockstep.compare`) and of ``replay``:
+    error kind, then (above ``safety``) the value, then the watchers fired.
+    """
+    if expected.error != observed.error:
+        exp = expected.error.value if expected.error else "success"
+        obs = observed.error.value if observed.error else "success"
+        return "error kind differs", f"{op!r}{where}: spec {exp}, target {obs}"
+    if level == "safety":
+        return None
+    if expected.value != observed.value:
+        return (
+            result_rule(op),
+            f"{op!r}{where}: spec {expected.value!r}, target {observed.value!r}",
+        )
+    if expected.fired != observed.fired:
+        return "fired differs", f"{op!r}{where}: spec {expected.fired}, target {observed.fired}"
+    return None
+
+
+def state_problem(
+    i: int,
+    expected: PoolState,
+    observed: PoolState,
+    violations: list[Violation],
+    level: str,
+    refused: Op | None,
+) -> Problem | None:
+    """What is wrong with target pool ``i``'s state after a call, if anything.
+
+    The one order of the search (:meth:`_Lockstep.check_state`) and of ``replay``, so both
+    name one rule: a refused call that changed the state is ``ERR-ATOMIC`` (the cause),
+    then the target's first broken invariant (the more telling name), and only then
+    ``state differs``. ``violations``: the target's invariant findings on this state.
+    """
+    differs = level != "safety" and expected.snapshot() != observed.snapshot()
+    if differs and refused is not None:
+        return (
+            "ERR-ATOMIC",
+            f"refusing {refused!r} changed target pool {i}: {state_diff(expected, observed)}",
+        )
+    if violations:
+        return violations[0].invariant, f"target pool {i}: {violations[0]}"
+    if differs:
+        return "state differs", f"pool {i}: {state_diff(expected, observed)}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -334,8 +394,6 @@ class _Lockstep(RuleBasedStateMachine):
     factory: ClassVar[PoolFactory]
     config: ClassVar[LockstepConfig]
     last_trace: ClassVar[Trace | None] = None
-    last_crash: ClassVar[str | None] = None
-    """The target's traceback, when the last run ended in a crash of the target."""
 
     requests = Bundle("requests")
 
@@ -343,7 +401,6 @@ class _Lockstep(RuleBasedStateMachine):
         super().__init__()
         self.trace = Trace()
         type(self).last_trace = self.trace
-        type(self).last_crash = None
         self.world = World([], [])
         self.driver: Driver | None = None
         self.held: dict[int, list[BlockRef]] = {}
@@ -360,8 +417,9 @@ class _Lockstep(RuleBasedStateMachine):
 
     # -- plumbing -------------------------------------------------------------------
 
-    def fail(self, rule: str, detail: str) -> None:
-        raise LockstepFailure(rule, f"{rule}: {detail}\n--- trace ---\n{format_trace(self.trace)}")
+    def fail(self, rule: str, detail: str, traceback: str = "") -> None:
+        trace = format_trace(self.trace)
+        raise LockstepFailure(rule, f"{rule}: {detail}\n--- trace ---\n{trace}", traceback)
 
     def alive(self) -> list[int]:
         return [i for i, a in enumerate(self.world.alive) if a]
@@ -389,21 +447,9 @@ class _Lockstep(RuleBasedStateMachine):
         return rid
 
     def compare(self, op: Op, expected: Outcome, observed: Outcome, where: str) -> None:
-        if expected.error != observed.error:
-            exp = expected.error.value if expected.error else "success"
-            obs = observed.error.value if observed.error else "success"
-            self.fail("error kind differs", f"{op!r}{where}: spec {exp}, target {obs}")
-        if self.config.level == "safety":
-            return
-        if expected.value != observed.value:
-            self.fail(
-                result_rule(op),
-                f"{op!r}{where}: spec {expected.value!r}, target {observed.value!r}",
-            )
-        if expected.fired != observed.fired:
-            self.fail(
-                "fired differs", f"{op!r}{where}: spec {expected.fired}, target {observed.fired}"
-            )
+        problem = compare_outcomes(op, expected, observed, self.config.level, where)
+        if problem is not None:
+            self.fail(*problem)
 
     def do(self, op: Op, *, refused: bool = False) -> Outcome:
         """Apply ``op`` to both sides, with the nested calls its watchers make; compare."""
@@ -425,8 +471,7 @@ class _Lockstep(RuleBasedStateMachine):
             self.fail("target hung", f"{op!r}: {exc}")
         except TargetCrashed as exc:  # the target raised something that is no pool error
             self.trace.steps.append(TraceStep(op, expected, None))
-            type(self).last_crash = exc.traceback
-            self.fail("target crashed", f"{op!r}: {exc}")
+            self.fail("target crashed", f"{op!r}: {exc}", exc.traceback)
         nested: list[tuple[Op, Outcome, Outcome]] = []
         for nop, nobs in driver.nested:
             nested.append((nop, self.world.apply(nop), nobs))
@@ -490,8 +535,7 @@ class _Lockstep(RuleBasedStateMachine):
             raise
         except Exception as exc:
             crash = TargetCrashed(where, exc)
-            type(self).last_crash = crash.traceback
-            self.fail("target crashed", str(crash))
+            self.fail("target crashed", str(crash), crash.traceback)
 
     def check_state(self, refused: Op | None = None) -> None:
         """Compare every live pool's whole state; refresh the target's invariant findings.
@@ -513,22 +557,12 @@ class _Lockstep(RuleBasedStateMachine):
         self.fresh = True
         if self.config.level == "safety":
             return
-        # One order for the search and the replay (tracereplay.replay): a refusal that
-        # changed the state is ERR-ATOMIC (the cause); otherwise a broken invariant is
-        # named before a mere difference from the spec's state (the more telling name).
         for i, observed in self.target_states.items():
-            expected = self.ps(i)
-            differs = expected.snapshot() != observed.snapshot()
-            if differs and refused is not None:
-                self.fail(
-                    "ERR-ATOMIC",
-                    f"refusing {refused!r} changed target pool {i}: "
-                    + state_diff(expected, observed),
-                )
-            for v in self.target_violations.get(i, ()):
-                self.fail(v.invariant, f"target pool {i}: {v}")
-            if differs:
-                self.fail("state differs", f"pool {i}: {state_diff(expected, observed)}")
+            level = self.config.level
+            found = self.target_violations.get(i, [])
+            problem = state_problem(i, self.ps(i), observed, found, level, refused)
+            if problem is not None:
+                self.fail(*problem)
 
     def check_invariant(self, name: str) -> None:
         """Report a violation of ``name`` found by the last whole-state check, spec or target."""

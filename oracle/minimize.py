@@ -12,13 +12,11 @@ same trace and target give the same result.
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
-from kvpool.spec.ops import BlockRef
-
 from .target_base import Target
-from .traceformat import SavedTrace, op_from_json, op_to_json, outcome_to_json
+from .traceformat import SavedTrace, block_refs, op_from_json, op_to_json, outcome_to_json
 from .tracereplay import replay
 
 Failure = tuple[str, str, Any]
@@ -45,17 +43,15 @@ def still_fails(saved: SavedTrace, target: Target, failure: Failure) -> bool:
 def delete_steps(saved: SavedTrace, target: Target, budget: int = 400) -> SavedTrace:
     """The trace with every step removed whose removal keeps its failure.
 
-    The failure is what the replay of ``saved`` shows (a replay may name it more
-    precisely than the search did: the broken invariant rather than "state
-    differs"): its rule, its detail, and the call that fails. A deletion is kept only
-    when all three are the same, so the headline the report prints from the minimal
-    trace describes the failure the search found. ``budget`` caps the replays (each
-    costs one run of the trace), so a long trace on a slow target cannot stall a
-    report; what is left still fails. A trace that does not fail on replay is
-    returned as it is.
+    The failure is what the replay of ``saved`` shows: its rule, its detail, and the
+    call that fails. A deletion is kept only when all three are the same. The trace
+    returned records that failure as its ``violation``, so the headline the report
+    prints is the minimal trace's own. ``budget`` caps the replays (each costs one run
+    of the trace), so a long trace on a slow target cannot stall a report; what is
+    left still fails. A trace that does not fail on replay is returned as it is.
     """
-    rule = failure_of(saved, target)
-    if rule is None:
+    failure = failure_of(saved, target)
+    if failure is None:
         return saved
     steps = list(saved.steps)
     replays = 0
@@ -66,7 +62,7 @@ def delete_steps(saved: SavedTrace, target: Target, budget: int = 400) -> SavedT
         while i >= 0 and replays < budget:
             candidate = replace(saved, steps=steps[:i] + steps[i + 1 :])
             replays += 1
-            if still_fails(candidate, target, rule):
+            if still_fails(candidate, target, failure):
                 steps = candidate.steps
                 changed = True
             i -= 1
@@ -77,7 +73,7 @@ def delete_steps(saved: SavedTrace, target: Target, budget: int = 400) -> SavedT
     while len(pools) > 1 and len(pools) - 1 not in named and replays < budget:
         candidate = replace(saved, pools=pools[:-1], steps=steps)
         replays += 1
-        if not still_fails(candidate, target, rule):
+        if not still_fails(candidate, target, failure):
             break
         pools = candidate.pools
     return rerecord(replace(saved, pools=pools, steps=steps), target)
@@ -92,11 +88,7 @@ def _pools_named(steps: list[dict[str, Any]]) -> set[int]:
             continue
         op = op_from_json(call)
         named.add(op.pool)
-        for f in fields(op):
-            value = getattr(op, f.name)
-            for v in value if isinstance(value, tuple) else (value,):
-                if isinstance(v, BlockRef):
-                    named.add(v.pool)
+        named.update(ref.pool for ref in block_refs(op))
     return named
 
 
@@ -105,9 +97,13 @@ def rerecord(saved: SavedTrace, target: Target) -> SavedTrace:
 
     A deleted step changes what later steps return, so a shortened trace must not
     keep the outcomes recorded for the longer one: ``kvpool show`` and the spec-only
-    replay read them.
+    replay read them. Its ``violation`` becomes the failure this replay shows.
     """
     result = replay(saved, target, saved.level, stop=False)
+    found = result.divergence
+    if found is not None:
+        rule = found.rule
+        saved = replace(saved, violation={"rule": rule, "message": f"{rule}: {found.detail}"})
     steps: list[dict[str, Any]] = []
     for old, new in zip(saved.steps, result.steps, strict=False):
         if new.call is None:

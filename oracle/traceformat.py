@@ -10,7 +10,7 @@ tags on the wire.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,17 @@ from kvpool.spec.ops import OP_CLASSES, BlockRef, Firing, GetNewBlocks, Op, Outc
 
 TRACE_SCHEMA = "kvpool-trace/1"
 LEVELS = ("safety", "exact", "robust")
+
+
+def block_refs(op: Op) -> list[BlockRef]:
+    """Every block a call names, in field order (``blocks`` entries, ``block``...)."""
+    refs: list[BlockRef] = []
+    for f in fields(op):
+        value = getattr(op, f.name)
+        refs.extend(
+            v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, BlockRef)
+        )
+    return refs
 
 
 def result_rule(op: object) -> str:

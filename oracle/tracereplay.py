@@ -17,9 +17,9 @@ from kvpool.spec.state import PoolState, World
 
 from .driver import Driver, WatcherAction
 from .exits import TargetCrashed, TargetHung
-from .machine import state_diff
+from .machine import compare_outcomes, state_problem
 from .target_base import Target
-from .traceformat import SavedTrace, op_from_json, outcome_from_json, result_rule
+from .traceformat import SavedTrace, op_from_json, outcome_from_json
 
 
 @dataclass
@@ -49,23 +49,6 @@ class ReplayStep:
 class ReplayResult:
     steps: list[ReplayStep]
     divergence: Divergence | None
-
-
-def _compare(
-    op: Op, exp: Outcome, obs: Outcome, level: str, where: str = ""
-) -> tuple[str, str] | None:
-    """The rule and detail the search (``machine.compare``) would report, word for word."""
-    if exp.error != obs.error:
-        e = exp.error.value if exp.error else "success"
-        o = obs.error.value if obs.error else "success"
-        return "error kind differs", f"{op!r}{where}: spec {e}, target {o}"
-    if level == "safety":
-        return None
-    if exp.value != obs.value:
-        return result_rule(op), f"{op!r}{where}: spec {exp.value!r}, target {obs.value!r}"
-    if exp.fired != obs.fired:
-        return "fired differs", f"{op!r}{where}: spec {exp.fired}, target {obs.fired}"
-    return None
 
 
 def relabel(ps: PoolState, a: int, b: int) -> None:
@@ -129,7 +112,7 @@ def replay(
     divergence: Divergence | None = None
     crash = ""
 
-    unreadable: list[TargetCrashed] = []  # the last step's state reads that raised
+    unreadable: list[TargetCrashed | TargetHung] = []  # the last step's failed state reads
 
     def states() -> tuple[list[PoolState], list[PoolState | None]]:
         spec = [p.copy() for p in world.pools]
@@ -140,8 +123,9 @@ def replay(
             ok = driver is not None and reader is not None and world.alive[i]
             try:
                 tgt.append(reader(driver, i) if ok and reader and driver else None)
-            except TargetHung:
-                raise
+            except TargetHung as exc:  # past the per-call timeout, like a call
+                unreadable.append(exc)
+                tgt.append(None)
             except Exception as exc:  # the reader reads the target's objects: its crash
                 unreadable.append(TargetCrashed(f"reading pool {i}'s state", exc))
                 tgt.append(None)
@@ -184,16 +168,20 @@ def replay(
         ):
             expected = replace(expected, value=observed.value)
         if problem is None and observed is not None:
-            problem = _compare(op, expected, observed, level)
+            problem = compare_outcomes(op, expected, observed, level)
             for o, e, b in zip(nested_ops, nested_exp, nested_obs, strict=True):
                 if problem is None and b is not None:
-                    problem = _compare(o, e, b, level, " (run by a watcher)")
+                    problem = compare_outcomes(o, e, b, level, " (run by a watcher)")
         s, t = states()
         nested = list(zip(nested_ops, nested_exp, nested_obs, strict=True))
         out.append(ReplayStep(op, "", expected, observed, s, t, nested))
         if problem is None and unreadable:
-            problem = ("target crashed", f"{op!r}: then {unreadable[0]}")
-            crash = unreadable[0].traceback
+            first = unreadable[0]
+            if isinstance(first, TargetHung):
+                problem = ("target hung", f"{op!r}: then reading its state: {first}")
+            else:
+                problem = ("target crashed", f"{op!r}: then {first}")
+                crash = first.traceback
         if problem is None:
             for i, ps in enumerate(s):
                 if not world.alive[i]:
@@ -205,26 +193,12 @@ def replay(
                 tps = t[i]
                 if tps is None:
                     continue
-                # the search's order (machine.check_state), so both name one rule: a
-                # refusal that changed the state is ERR-ATOMIC, then a broken invariant,
-                # then a mere difference from the spec's state
-                differs = level != "safety" and tps.snapshot() != ps.snapshot()
-                if differs and expected.error is not None:
-                    problem = (
-                        "ERR-ATOMIC",
-                        f"refusing {op!r} changed target pool {i}: {state_diff(ps, tps)}",
-                    )
-                    break
-                tv = (
-                    target.target_invariants(driver, i)  # type: ignore[arg-type]
-                    if target and target.target_invariants
-                    else check_pool(tps)
-                )
-                if tv:
-                    problem = (tv[0].invariant, f"target pool {i}: {tv[0]}")
-                    break
-                if differs:
-                    problem = ("state differs", f"pool {i}: {state_diff(ps, tps)}")
+                tv = check_pool(tps)  # and the target's own checks, as the search does
+                if target is not None and target.target_invariants is not None:
+                    tv.extend(target.target_invariants(driver, i))  # type: ignore[arg-type]
+                refused = op if expected.error is not None else None
+                problem = state_problem(i, ps, tps, tv, level, refused)
+                if problem is not None:
                     break
         if problem is not None and divergence is None:
             divergence = Divergence(n, *problem, crash if problem[0] == "target crashed" else "")

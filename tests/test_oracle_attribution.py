@@ -214,3 +214,44 @@ def test_a_single_pool_design_failing_across_pools_gets_the_hint() -> None:
     assert report.to_json()["hint"] == report.hint
     alone = conform(as_target(CountsOneMore), "exact", 50, max_blocks=6, max_pools=1)
     assert not alone.conforms and alone.hint is None
+
+
+# -- one order for the search and the replay -----------------------------------------------
+
+
+def test_state_problem_names_the_cause_then_the_invariant_then_the_difference() -> None:
+    # the one function machine.check_state and replay both call: if either order were
+    # swapped here, ERR-ATOMIC mutants would be reported as INV-* and INV-* as "state
+    # differs" (docs/08-bug-zoo.md's "The oracle reports" lines)
+    from kvpool.oracle.machine import state_problem
+    from kvpool.spec.invariants import Violation
+    from kvpool.spec.ops import Touch
+    from kvpool.spec.state import PoolState
+
+    spec = PoolState.initial(4, False, False)
+    moved = spec.copy()
+    moved.free.move_to_end(1)  # same blocks, another order: a difference, no invariant
+    broken = [Violation("INV-FREE", "made up for the test", 1, 0)]
+    refused = Touch(())
+    assert state_problem(0, spec, spec.copy(), [], "exact", None) is None
+    assert state_problem(0, spec, moved, [], "exact", None)[0] == "state differs"  # type: ignore[index]
+    assert state_problem(0, spec, moved, broken, "exact", None)[0] == "INV-FREE"  # type: ignore[index]
+    assert state_problem(0, spec, moved, broken, "exact", refused)[0] == "ERR-ATOMIC"  # type: ignore[index]
+    assert state_problem(0, spec, moved, [], "safety", refused) is None  # order is not safety's
+    assert state_problem(0, spec, spec.copy(), broken, "safety", refused)[0] == "INV-FREE"  # type: ignore[index]
+
+
+def test_a_state_read_that_hangs_is_a_finding_of_the_replay_not_an_escape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.oracle.exits import TargetHung
+
+    target = as_target(BlockPool)
+
+    def hangs(driver: Any, i: int) -> Any:
+        raise TargetHung("reading pool 0's state", 1.0)
+
+    monkeypatch.setattr(target, "state_check", hangs)
+    trace = SavedTrace([(4, False, False)], [{"note": "", "call": op_to_json(GetNewBlocks(1))}])
+    found = replay(trace, target, "exact").divergence
+    assert found is not None and found.rule == "target hung" and "reading its state" in found.detail

@@ -145,18 +145,17 @@ def lemma_goals(
     for name, g in props.literal_unbounded(cfg, s).items():
         if weaken and name != "INV-FREE":
             continue
+        # S ==> stone, then S and stone ==> INV-X; with no stone (or one that does not
+        # follow) INV-X is asked of S alone, so a refutation breaks INV-X itself
+        steps = [([], stones[name]), ([stones[name]], g)] if name in stones else []
         status, dt, m = "proved", 0.0, None
-        if name in stones:  # S ==> stone, then S and stone ==> INV-X
-            status, dt, m = _solve(hyp, stones[name], timeout_ms, bound, seed)
-        if status == "proved":
-            status, dt2, m = _solve(
-                [*hyp, *([stones[name]] if name in stones else [])], g, timeout_ms, bound, seed
-            )
-            dt += dt2
-        else:
-            # the stone does not follow: ask for INV-X itself, so that a refutation is a
-            # state breaking INV-X and not merely one breaking the stone
-            status, dt2, m = _solve(hyp, g, timeout_ms, bound, seed)
-            dt += dt2
+        for extra, goal in steps:
+            status, took, m = _solve([*hyp, *extra], goal, timeout_ms, bound, seed)
+            dt += took
+            if status != "proved":
+                break
+        if status != "proved" or not steps:
+            status, took, m = _solve(hyp, g, timeout_ms, bound, seed)
+            dt += took
         out.append(Goal(name, "lemma", status, dt, m, (cfg, s, None)))
     return out

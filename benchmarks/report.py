@@ -293,25 +293,30 @@ def render(results: dict[str, Any]) -> str:
             *measured(paths),
             paths["markdown"],
             "",
-            "Where kvpool's time goes on the slower rows (profiled on this trace, 12-03):",
+            "What the figures rest on (measured with this benchmark, 12-04):",
             "",
-            "* `unpin_blocks`: vLLM stores one watcher per block id "
-            "(`_reuse_watchers[id] = on_reuse`); kvpool checks every entry "
-            "(`_materialise`, `_own`: ~17%), counts each block's listings in a `Counter` "
-            "to refuse an underflow before changing anything (~11%), and in its release "
-            "loop keeps a list of pending watchers per block, looked up with `dict.get` "
-            "and searched with a generator `any(w is on_reuse ...)` (~68%). Suggested: take "
-            "`free_blocks`' route (decrement in one pass, undo the decrements made so far "
-            "on an underflow, which keeps the state unchanged), test `pending[-1] is "
-            "on_reuse` before the search, and skip `_materialise` for a list as `touch` "
-            "does.",
-            "* `cache_full_blocks` on the lookup-heavy mix: two passes over the new "
-            "blocks (validate each with `_cacheable` and a `seen` set, then insert), where "
-            "vLLM makes one; a single pass that records what it inserted and undoes it on a "
-            "refusal would keep the guarantee.",
-            "* `touch`: its validation is already a single identity check per block; its "
-            "per-call ratios spread from 0.2 to 4 across rounds here, under load from "
-            "other jobs, so the median needs a run on a quiet machine before any change.",
+            "* Ownership is one pointer comparison per block: `block._pool is "
+            "self._weak_self`, the pool's mark that no copy or hand-built block can carry "
+            "(docs/semantics.md, *Hostile input*). The identity test it replaces, "
+            "`self.blocks[block.block_id] is block`, reads the block id's int object and "
+            "the list, and cost 0.1-0.2 of vLLM's whole time on `touch` and `free_blocks` "
+            "here.",
+            "* `touch`, `free_blocks`, `unpin_blocks` and `cache_full_blocks` check and "
+            "change in one pass and roll back the entries done on a refusal (the full "
+            "checks run only then), where they used to validate in a pass of their own.",
+            "* `touch` takes the free blocks it meets out of the queue after its pass, "
+            "through the queue's own `_remove` (the method the refinement proof covers), "
+            "one call per such block as vLLM makes. Unlinking inline was measured 0.1 "
+            "faster on the serving mix and not taken: it would put list surgery in the "
+            "pool, outside the proof. Its remaining cost above vLLM's on short lists is the "
+            "fixed work per call (the type test of the argument, the mark, the "
+            "metrics check).",
+            "* `unpin_blocks` keeps every distinct watcher of a block (vLLM keeps the last "
+            "one: the `unpin-one-watcher` finding of docs/errata.md), so per block it "
+            "reads the pending tuple where vLLM only stores, and it counts entries to "
+            "roll back a double unpin. One tuple "
+            "serves every block of a call, and the first pending watcher is tested before "
+            "the rest are searched.",
             "",
         ]
     for name, title in (("oracle", "Oracle throughput"), ("proofs", "Proof reach")):

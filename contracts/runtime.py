@@ -209,7 +209,7 @@ def _clone_pool(pool: Any) -> Any:
     new._index = {
         k: {i: memo.get(id(b), b) for i, b in hs.items()} for k, hs in pool._index.items()
     }
-    new._watchers = {k: list(ws) for k, ws in pool._watchers.items()}
+    new._watchers = {k: tuple(ws) for k, ws in pool._watchers.items()}
     new._events = list(pool._events)
     new._event_view = set(pool._event_view)
     return new

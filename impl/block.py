@@ -18,6 +18,42 @@ from typing import Any
 from kvpool.spec.errors import AlreadyCached, InvalidArgument
 
 
+class PoolRef(weakref.ref):  # type: ignore[type-arg]
+    """The weak reference a pool's own blocks carry: the pool's mark of ownership.
+
+    Each pool makes one (``BlockPool._weak_self``) and writes it into its blocks'
+    private ``_pool`` slot as it builds them. Nothing else can put it in a block:
+    ``KVCacheBlock(..., pool=...)`` and assigning ``block.pool`` store a plain weak
+    reference instead, and a copy (``copy``, ``deepcopy``, ``pickle``) is a block of
+    no pool. So ``block._pool is pool._weak_self`` is exactly "``block`` is one of
+    ``pool``'s blocks" (``pool.blocks[block.block_id] is block``) for every object
+    made through the public API, and the hot paths test that: a comparison of two
+    pointers the block already holds, where the identity test through
+    ``pool.blocks`` costs a read of the block id's int object and of the list.
+    """
+
+    __slots__ = ()
+
+
+def _plain(pool: Any) -> Any:
+    """What a block built or changed by a caller may carry: never a pool's own mark."""
+    if isinstance(pool, PoolRef):
+        target = pool()
+        return None if target is None else weakref.ref(target)
+    return pool
+
+
+def _rebuilt(
+    block_id: Any, ref_cnt: Any, block_hash: Any, num_tokens: Any, is_null: Any, pool: Any
+) -> KVCacheBlock:
+    """A copy of a block: the same id, count, key and flag; no links; no pool's mark."""
+    block = KVCacheBlock(block_id, ref_cnt, pool=pool)
+    block._block_hash = block_hash
+    block._block_hash_num_tokens = num_tokens
+    block.is_null = is_null
+    return block
+
+
 class KVCacheBlock:
     """One block. ``prev_free_block``/``next_free_block`` are its links in the free queue.
 
@@ -27,10 +63,10 @@ class KVCacheBlock:
     __slots__ = (
         "_block_hash",
         "_block_hash_num_tokens",
+        "_pool",
         "block_id",
         "is_null",
         "next_free_block",
-        "pool",
         "prev_free_block",
         "ref_cnt",
     )
@@ -51,9 +87,28 @@ class KVCacheBlock:
         self.is_null = False
         # A weak reference, so that a pool is freed once nobody uses it, even
         # while requests still hold its blocks (their frees are then dropped).
-        # It says which pool to forward a free to; it proves nothing: a block is a
-        # pool's only if it is the very object ``pool.blocks[block_id]``.
-        self.pool = pool
+        # A block built here is no pool's: only the pool writes its mark (PoolRef).
+        self._pool: weakref.ref[Any] | None = _plain(pool)
+
+    @property
+    def pool(self) -> weakref.ref[Any] | None:
+        """A weak reference to the pool this block belongs to (or names), or None."""
+        return self._pool
+
+    @pool.setter
+    def pool(self, value: weakref.ref[Any] | None) -> None:
+        self._pool = _plain(value)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, tuple[Any, ...]]:
+        # copy, deepcopy and pickle: a block of no pool (see PoolRef).
+        return _rebuilt, (
+            self.block_id,
+            self.ref_cnt,
+            self._block_hash,
+            self._block_hash_num_tokens,
+            self.is_null,
+            _plain(self._pool),
+        )
 
     @property
     def block_hash(self) -> Hashable | None:
@@ -67,7 +122,7 @@ class KVCacheBlock:
 
     def set_block_hash(self, block_hash: Hashable, num_tokens: int | None = None) -> None:
         """Give a block of no pool its primary key (refused on a pool's block, or a keyed one)."""
-        if self.pool is not None:
+        if self._pool is not None:
             raise InvalidArgument(
                 f"block {self.block_id} belongs to a pool: only the pool's caching calls key it"
             )
@@ -78,7 +133,7 @@ class KVCacheBlock:
 
     def reset_hash(self) -> None:
         """Forget a block of no pool's key (refused on a pool's block: its pool evicts it)."""
-        if self.pool is not None:
+        if self._pool is not None:
             raise InvalidArgument(
                 f"block {self.block_id} belongs to a pool: evict it through the pool"
             )

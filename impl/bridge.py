@@ -33,7 +33,7 @@ class BlockPool(Protocol):
     blocks: list[KVCacheBlock]
     free_block_queue: FreeKVCacheBlockQueue
     _index: dict[Hashable, dict[int, KVCacheBlock]]
-    _watchers: dict[int, list[Watcher]]
+    _watchers: dict[int, tuple[Watcher, ...]]
     _watch_registered: int
     _watch_fired: int
     _events: list[Event]

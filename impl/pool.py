@@ -1,11 +1,13 @@
 """The concrete block pool, with vLLM's API and the reference semantics.
 
-Hot paths (``get_new_blocks``, ``free_blocks``, ``touch``) do one pass over the
-blocks they are given and O(1) work per block. Their validation costs almost
-nothing: ownership and type are one identity test (``block.pool is
-self._weak_self``: only this pool's blocks carry that very weak reference), and a
-double free is caught by a decrement that would go negative, which is rolled
-back before the error is raised, so a refused call changes nothing.
+Hot paths (``get_new_blocks``, ``free_blocks``, ``touch``, ``unpin_blocks``,
+``cache_full_blocks``) do one pass over the blocks they are given, O(1) work per
+block, and check as they go. Ownership costs one pointer comparison: only this
+pool's blocks carry its mark (``block._pool is self._weak_self``, a ``PoolRef``
+that no copy or hand-built block can hold). A pass that meets a bad entry gives
+back what it did to the entries before it, then lets the full check name the
+refusal, so a refused call changes nothing. The full checks (``_own``,
+``_check_releasable``, ...) run only then, off the hot path.
 
 Watchers (``unpin_blocks``' ``on_reuse``) are detached from the state first and
 called only once the state is complete, each in its own ``try``: a watcher may
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import weakref
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from types import TracebackType
@@ -42,7 +43,7 @@ from kvpool.spec.state import MAX_COUNT as MAX_BLOCKS
 from kvpool.spec.state import shown as _show
 from kvpool.spec.vllm_ops import partial_event, stored_event
 
-from .block import KVCacheBlock, Watcher
+from .block import KVCacheBlock, PoolRef, Watcher
 from .bridge import check_invariants as _check_invariants
 from .free_queue import FreeKVCacheBlockQueue
 from .hash_map import BlockHashToBlockMap
@@ -173,16 +174,17 @@ def _holds(blocks: list[KVCacheBlock], block: KVCacheBlock) -> bool:
 def _owner(block: object) -> BlockPool | None:
     """The live pool whose block ``block`` is, or None if the pool it names is gone.
 
-    Ownership is identity: ``pool.blocks[block.block_id] is block``. A hand-built
-    ``KVCacheBlock``, a copy of a block, a block whose ``pool`` is not a weak
-    reference, or any other object raises ``_NotABlock``. Only exact
-    ``KVCacheBlock`` slots and exact weak references are read, so no code of the
-    caller's runs here.
+    Ownership is identity: ``pool.blocks[block.block_id] is block``; such a block
+    carries its pool's mark (a ``PoolRef``), which nothing else can (see
+    ``kvpool.impl.block.PoolRef``). A hand-built ``KVCacheBlock``, a copy of a
+    block, or any other object raises ``_NotABlock``. Only exact ``KVCacheBlock``
+    slots and exact ``PoolRef`` objects are read, so no code of the caller's runs
+    here.
     """
     if type(block) is not KVCacheBlock:
         raise _NotABlock
-    ref = block.pool
-    if type(ref) is not weakref.ref:
+    ref = block._pool
+    if type(ref) is not PoolRef:
         raise _NotABlock
     owner = ref()
     if owner is None:
@@ -264,10 +266,11 @@ class BlockPool:
         self.metrics_collector = metrics_collector
         self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
         self.medium = medium
-        self._weak_self = weakref.ref(self)
-        self.blocks: list[KVCacheBlock] = [
-            KVCacheBlock(i, pool=self._weak_self) for i in range(num_gpu_blocks)
-        ]
+        # The pool's mark: its blocks, and only they, carry this very object (PoolRef).
+        self._weak_self = PoolRef(self)
+        self.blocks: list[KVCacheBlock] = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
+        for block in self.blocks:
+            block._pool = self._weak_self
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
         # Block 0 leaves the queue for good: it is the placeholder for "no block".
         self.null_block = self.free_block_queue.popleft()
@@ -280,9 +283,10 @@ class BlockPool:
         )
         # block_id -> the block's further keys (beyond its primary block_hash), oldest first.
         self._entries: dict[int, list[Hashable]] = {}
-        # block_id -> pending watchers in registration order; insertion order of
-        # the dict is the order blocks first got a pending watcher.
-        self._watchers: dict[int, list[Watcher]] = {}
+        # block_id -> pending watchers in registration order (a tuple: one serves every
+        # block of an unpin_blocks call); insertion order of the dict is the order
+        # blocks first got a pending watcher.
+        self._watchers: dict[int, tuple[Watcher, ...]] = {}
         self._watch_registered = 0
         self._watch_fired = 0
         self._events: list[Event] = []
@@ -358,7 +362,7 @@ class BlockPool:
             if type(ordered_blocks) is list
             else _materialise(ordered_blocks, "ordered_blocks")
         )
-        mine = self.blocks
+        mark = self._weak_self
         # With caching off, or when asked, every block reaching zero goes to FRONT.
         all_front = evict_first or not self.enable_caching
         front: list[KVCacheBlock] = []
@@ -367,12 +371,9 @@ class BlockPool:
         i = 0  # entries processed so far: what a refusal must roll back
         try:
             for block in blocks:
-                # Ownership is identity with the pool's own block of that id.
-                try:
-                    ours = mine[block.block_id] is block
-                except Exception:  # another pool's id, or no block at all: filed below
-                    ours = False
-                if ours:
+                # Ownership: the pool's mark, which only its own blocks carry. (An
+                # entry without the slot raises here: refused below, as no block.)
+                if block._pool is mark:
                     ref_cnt = block.ref_cnt - 1
                     if ref_cnt > 0:
                         block.ref_cnt = ref_cnt
@@ -484,26 +485,66 @@ class BlockPool:
         post: self.free_block_queue.num_free_blocks <= __old__.self.free_block_queue.num_free_blocks
         """  # noqa: E501
         entries = blocks if type(blocks) is list else _materialise(blocks, "blocks")
-        mine = self.blocks
+        mark = self._weak_self
+        # One pass checks and counts; the free blocks it meets leave the queue after
+        # it, so a refusal only has references to give back (``_undo_touch``).
+        leaving: list[KVCacheBlock] | None = None
+        block: Any = None
         try:
             for block in entries:
-                if mine[block.block_id] is not block:
+                # Ownership: the pool's mark, which only its own blocks carry.
+                if block._pool is not mark:
                     raise _NotABlock
-        except Exception:
-            # Something is not ours (or not a block): validate properly, off the hot path.
-            entries = self._own(entries, null_ok=True)
-        queue = self.free_block_queue
-        for block in entries:
-            if block.ref_cnt == 0:
-                if block.is_null:  # our own null block: its ref_cnt is never 0 -> 1
-                    continue
-                queue._remove(block)
-            block.ref_cnt += 1
+                ref_cnt = block.ref_cnt
+                if ref_cnt == 0:
+                    if block.is_null:  # never pooled: its ref_cnt stays 0
+                        continue
+                    # An eviction candidate in use again: it leaves the free queue.
+                    if leaving is None:
+                        leaving = [block]
+                    else:
+                        leaving.append(block)
+                block.ref_cnt = ref_cnt + 1
+        except BaseException as exc:
+            self._undo_touch(entries, block)
+            if not isinstance(exc, Exception):
+                raise
+            # Something is not ours (or not a block): the checked path names it.
+            self._touch_checked(self._own(entries, null_ok=True))
+            return
+        if leaving is not None:
+            remove = self.free_block_queue._remove
+            for block in leaving:
+                remove(block)
         if self.metrics_collector:
             collector = self.metrics_collector
             for block in entries:
                 if not block.is_null:
                     collector.on_block_accessed(block)
+
+    def _undo_touch(self, entries: list[Any], failed: Any) -> None:
+        """Give back the references ``touch`` took before ``failed``'s first appearance.
+
+        Every entry before it passed the ownership test, so is this pool's block; the
+        first entry to fail is the first appearance of ``failed``, since an entry that
+        fails the test fails it every time. (Counting entries instead costs a tenth
+        of touch's time on lists of in-use blocks, measured by benchmarks/vllm_paths.py.)
+        """
+        stop = next((i for i, e in enumerate(entries) if e is failed), len(entries))
+        for block in entries[:stop]:
+            if not block.is_null:
+                block.ref_cnt -= 1
+
+    def _touch_checked(self, own: list[KVCacheBlock]) -> None:
+        """``touch`` of blocks already checked to be this pool's and not the null block."""
+        queue = self.free_block_queue
+        for block in own:
+            if block.ref_cnt == 0:
+                queue._remove(block)
+            block.ref_cnt += 1
+        if self.metrics_collector:
+            for block in own:
+                self.metrics_collector.on_block_accessed(block)
 
     def unpin_blocks(self, blocks: Iterable[KVCacheBlock], on_reuse: Watcher) -> None:
         """Release references to blocks that stay readable until the pool reuses them.
@@ -523,22 +564,78 @@ class BlockPool:
         """  # noqa: E501
         if not callable(on_reuse):
             raise InvalidArgument(f"on_reuse must be callable, got {_show(on_reuse)}")
-        own = self._own(_materialise(blocks, "blocks"), null_ok=False)
-        self._check_releasable(own)
+        entries = blocks if type(blocks) is list else _materialise(blocks, "blocks")
+        mark = self._weak_self
         watchers = self._watchers
+        # One pass checks and changes: each block gives up a reference and gets
+        # ``on_reuse`` as a pending watcher. New watchers join the end of the dict and
+        # one tuple serves every block of the call, so a refusal can take them off
+        # again (``_undo_unpin``); ``grown`` keeps the tuples a watcher was added to.
+        n0 = len(watchers)
+        get = watchers.get
+        single = (on_reuse,)
+        grown: list[tuple[int, tuple[Watcher, ...]]] | None = None
         released: list[KVCacheBlock] = []
-        for block in own:
-            block.ref_cnt -= 1
-            pending = watchers.get(block.block_id)
-            if pending is None:
-                watchers[block.block_id] = [on_reuse]
-                self._watch_registered += 1
-            elif not any(w is on_reuse for w in pending):
-                pending.append(on_reuse)
-                self._watch_registered += 1
-            if block.ref_cnt == 0:
-                released.append(block)
-        self.free_block_queue._append_n(released)
+        i = 0  # entries done so far: what a refusal gives back
+        try:
+            for block in entries:
+                # Ownership: the pool's mark, which only its own blocks carry.
+                if block._pool is not mark:
+                    raise _NotABlock
+                ref_cnt = block.ref_cnt - 1
+                if ref_cnt < 0:  # released more often than referenced, or the null block
+                    raise _NotABlock
+                block.ref_cnt = ref_cnt
+                if not ref_cnt:
+                    released.append(block)
+                bid = block.block_id
+                pending = get(bid)
+                if pending is None:
+                    watchers[bid] = single
+                elif pending[0] is not on_reuse:  # once per watcher object
+                    for w in pending:
+                        if w is on_reuse:
+                            break
+                    else:
+                        if grown is None:
+                            grown = []
+                        grown.append((bid, pending))
+                        watchers[bid] = (*pending, on_reuse)
+                i += 1
+        except BaseException as exc:
+            self._undo_unpin(entries, i, n0, grown)
+            if not isinstance(exc, Exception):
+                raise
+            # Name the refusal a check of the whole list before any change gives.
+            self._check_releasable(self._own(entries, null_ok=False))
+            raise AssertionError("unpin_blocks refused a call its checks accept") from exc
+        self._watch_registered += (
+            len(watchers) - n0 if grown is None else len(watchers) - n0 + len(grown)
+        )
+        if released:
+            # Last candidates for reuse: the back of the queue, key or not.
+            self.free_block_queue._append_n(released)
+
+    def _undo_unpin(
+        self,
+        entries: list[Any],
+        stop: int,
+        n0: int,
+        grown: list[tuple[int, tuple[Watcher, ...]]] | None,
+    ) -> None:
+        """Give back what ``unpin_blocks`` did to ``entries[:stop]`` (all this pool's blocks).
+
+        The watchers it registered are the last ``len(self._watchers) - n0`` entries
+        of the dict (no caller code ran in between), and ``grown`` holds the tuples
+        it replaced; the released blocks were not linked in yet.
+        """
+        watchers = self._watchers
+        for bid, pending in reversed(grown or ()):
+            watchers[bid] = pending
+        for _ in range(len(watchers) - n0):
+            watchers.popitem()
+        for block in entries[:stop]:
+            block.ref_cnt += 1
 
     # -- the prefix cache ---------------------------------------------------------------
 
@@ -696,6 +793,15 @@ class BlockPool:
                 f"the request has {len(hashes) // scale} block hashes at block size "
                 f"{block_size}, {nf} are needed"
             )
+        # The common case in one pass; anything else falls through to the full check.
+        if (
+            mask is None
+            and type(hashes) is list
+            and self._cache_full_fast(
+                request, entries, hashes, nc, nf, block_size, scale, kv_cache_group_id
+            )
+        ):
+            return
         todo: list[tuple[int, KVCacheBlock, bytes]] = []
         seen: set[int] = set()
         for i in range(nc, nf):
@@ -746,6 +852,90 @@ class BlockPool:
                     kv_cache_group_id,
                 )
             )
+
+    def _cache_full_fast(
+        self,
+        request: Any,
+        entries: list[Any],
+        hashes: list[Any],
+        nc: int,
+        nf: int,
+        block_size: int,
+        scale: int,
+        group: int,
+    ) -> bool:
+        """``cache_full_blocks``' common case in one pass; False if the call is not one.
+
+        The common case: every block this pool's, in use, listed once and holding no
+        key yet, every hash bytes. The pass keys each block as it goes; at the first
+        entry that is not such a block it takes back what it added (removing entries
+        leaves every other key's holders in their order) and returns False, so the
+        full check can name the refusal or do the promotion.
+        """
+        mark = self._weak_self
+        index = self._index
+        chosen = hashes[(nc + 1) * scale - 1 : nf * scale : scale]
+        suffix = group.to_bytes(GROUP_ID_BYTES, "big")
+        covers = nc * block_size
+        done = 0
+        try:
+            for blk, h in zip(entries[nc:nf], chosen, strict=True):
+                if (
+                    blk._pool is not mark  # another pool's, or no block (may raise)
+                    or blk.ref_cnt < 1  # nobody wrote it, or the null block
+                    or blk._block_hash is not None  # a promotion, or listed twice
+                    or type(h) is not bytes
+                ):
+                    raise _NotABlock
+                key = h + suffix
+                covers += block_size
+                blk._block_hash = key
+                blk._block_hash_num_tokens = covers
+                holders = index.get(key)
+                if holders is None:
+                    index[key] = {blk.block_id: blk}
+                else:
+                    holders[blk.block_id] = blk
+                done += 1
+        except BaseException as exc:
+            self._uncache_last(entries[nc : nc + done])
+            if not isinstance(exc, Exception):
+                raise
+            return False
+        if self.enable_kv_cache_events:
+            try:
+                spec_req = _spec_request(request)
+            except BaseException:
+                self._uncache_last(entries[nc:nf])
+                raise
+            self._log(
+                stored_event(
+                    self.num_hash_lookahead_tokens,
+                    self.medium,
+                    spec_req,
+                    [h + suffix for h in chosen],
+                    chosen,
+                    None if nc == 0 else hashes[nc * scale - 1],
+                    list(range(nc, nf)),
+                    nc * block_size,
+                    nf * block_size,
+                    block_size,
+                    group,
+                )
+            )
+        return True
+
+    def _uncache_last(self, blocks: list[KVCacheBlock]) -> None:
+        """Take back the primary keys ``_cache_full_fast`` gave ``blocks`` (and emptied keys)."""
+        index = self._index
+        for blk in reversed(blocks):
+            key = blk._block_hash
+            holders = index[key]
+            del holders[blk.block_id]
+            if not holders:
+                del index[key]
+            blk._block_hash = None
+            blk._block_hash_num_tokens = None
 
     def cache_partial_block(
         self,

@@ -63,25 +63,32 @@ class Boom(Exception):
 
 
 def forgeries(pool: BlockPool) -> list[KVCacheBlock]:
-    """A hand-built block, a copy and a deep copy of a real one, the null block's copy."""
+    """Hand-built blocks (naming the pool, or handed its blocks' own reference), a block
+    whose ``pool`` was assigned, copies and deep copies of real ones (the null block's too)."""
     real = pool.blocks[3]
+    assigned = KVCacheBlock(3)
+    assigned.pool = real.pool
     return [
         KVCacheBlock(3, pool=weakref.ref(pool)),
         copy.copy(real),
         copy.copy(pool.null_block),
         KVCacheBlock(-1, pool=weakref.ref(pool)),
         KVCacheBlock(10**30, pool=weakref.ref(pool)),
+        KVCacheBlock(3, pool=real.pool),
+        assigned,
+        copy.deepcopy(real),
     ]
 
 
-@pytest.mark.parametrize("which", range(5))
+@pytest.mark.parametrize("which", range(8))
 def test_a_forged_block_is_invalid_in_every_operation(which: int) -> None:
     pool, blocks = busy_pool()
     other = BlockPool(4)
     (theirs,) = other.get_new_blocks(1)
-    # CPython hands back the very weak reference the pool's blocks carry:
-    assert weakref.ref(pool) is pool.blocks[1].pool
     fake = forgeries(pool)[which]
+    # A forgery names the pool but never carries its mark, whatever it was built from.
+    assert fake.pool is not None and fake.pool() is pool
+    assert fake._pool is not pool._weak_self
     for call in (
         lambda: pool.free_blocks([blocks[2], fake]),
         lambda: pool.free_blocks([fake], evict_first=True),
@@ -104,11 +111,21 @@ def test_a_real_block_of_another_pool_is_still_foreign_or_forwarded() -> None:
     assert pool.check_invariants() == [] and other.check_invariants() == []
 
 
+def test_a_copy_that_kept_the_mark_would_corrupt_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seeded bug: copies made by the default slot copy, which keeps the pool's mark."""
+    monkeypatch.setattr(KVCacheBlock, "__reduce_ex__", object.__reduce_ex__)
+    pool, _ = busy_pool()
+    fake = copy.copy(pool.blocks[3])
+    assert fake._pool is pool._weak_self  # the bug: the copy carries the mark
+    pool.touch([fake])  # accepted now: the copy's ref_cnt moves, the real block's does not
+    assert pool.check_invariants() != [] or abstract(pool).ref[3] != fake.ref_cnt
+
+
 def test_the_old_identity_test_let_a_copy_corrupt_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The seeded bug: ownership as ``block.pool is self._weak_self`` (the code before)."""
+    """The seeded bug: ownership as "the pool it names" (the code before identity)."""
 
     def trusting_owner(block: object) -> BlockPool | None:
-        if type(block) is not KVCacheBlock or type(block.pool) is not weakref.ref:
+        if type(block) is not KVCacheBlock or not isinstance(block.pool, weakref.ref):
             raise pool_module._NotABlock
         return block.pool()  # type: ignore[no-any-return]
 

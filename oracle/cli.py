@@ -302,6 +302,8 @@ def conform_cmd(
             f"[green]conforms[/green] at {level}: no violation in {examples} "
             f"examples ({report.seconds:.1f}s)"
         )
+        for line in report.coverage.lines():
+            console.print(line, markup=False, soft_wrap=True)
     else:
         console.print(f"[red]VIOLATION[/red] of [bold]{report.rule}[/bold] ({report.seconds:.1f}s)")
         console.print(report.message.split("\n--- trace ---")[0])

@@ -11,6 +11,7 @@ replayed exactly (:func:`~.tracereplay.replay`). The trace format itself (schema
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,7 +20,15 @@ from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from kvpool.spec.invariants import INVARIANTS
-from kvpool.spec.ops import DropPool, FreeBlocks, GetNewBlocks, Op, Outcome
+from kvpool.spec.ops import (
+    OP_CLASSES,
+    VLLM_OP_CLASSES,
+    DropPool,
+    FreeBlocks,
+    GetNewBlocks,
+    Op,
+    Outcome,
+)
 
 from .driver import WatcherAction
 from .exits import TargetCrashed, TargetHung
@@ -109,6 +118,54 @@ def lockstep_config(
     )
 
 
+@dataclass
+class Coverage:
+    """What a search exercised: runs, calls, and each operation's outcomes on the spec.
+
+    A call is counted once per time the search made it (nested calls a watcher makes
+    included), by the spec's outcome: ``ok`` or the error kind. It says what a
+    "conforms" is worth: an operation never made, or never refused, was not compared.
+    """
+
+    runs: int = 0
+    calls: int = 0
+    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def add(self, op: Op, outcome: Outcome) -> None:
+        self.calls += 1
+        self.outcomes[type(op).__name__, "ok" if outcome.ok else str(outcome.error)] += 1
+
+    def by_op(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for (name, kind), n in sorted(self.outcomes.items()):
+            out.setdefault(name, {})[kind] = n
+        return out
+
+    def missing(self) -> list[str]:
+        """The operations of the spec that the search never made."""
+        made = {name for name, _ in self.outcomes}
+        return [c.__name__ for c in (*OP_CLASSES, *VLLM_OP_CLASSES) if c.__name__ not in made]
+
+    def lines(self) -> list[str]:
+        """The summary ``kvpool conform`` prints under "conforms"."""
+        out = [f"{self.calls:,} calls in {self.runs:,} runs; by operation (refusals in brackets):"]
+        for name, kinds in self.by_op().items():
+            total = sum(kinds.values())
+            refused = ", ".join(f"{k} {n}" for k, n in kinds.items() if k != "ok")
+            out.append(f"  {name} {total:,}" + (f" ({refused})" if refused else ""))
+        if self.missing():
+            out.append("never made (not compared): " + ", ".join(self.missing()))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "calls": self.calls,
+            "by_op": self.by_op(),
+            "never": self.missing(),
+        }
+
+
 def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
     """A lockstep machine for ``target`` that honours its capabilities and records scripts."""
     base = build_machine(target.factory, config)
@@ -119,7 +176,17 @@ def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
             if op.evict_first is not True:
                 return Outcome()  # a bad evict_first: not expressible on this target
             op = replace(op, evict_first=False)
-        expected: Outcome = base.do(self, op, refused=refused)  # type: ignore[attr-defined]
+        steps = len(self.trace.steps)
+        try:
+            expected: Outcome = base.do(self, op, refused=refused)  # type: ignore[attr-defined]
+        finally:
+            # Count what was made, also when the comparison then failed.
+            coverage: Coverage = type(self).coverage
+            for step in self.trace.steps[steps:]:
+                if step.op is not None:
+                    coverage.add(step.op, step.spec)
+                    for nop, nexp, _ in step.nested:
+                        coverage.add(nop, nexp)
         if config.level == "safety" and isinstance(op, GetNewBlocks) and expected.ok:
             # Any eviction order is allowed: rename the spec's blocks after the target's
             # choice, so the requests hold what the target handed out. Both sides then
@@ -139,9 +206,12 @@ def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
     def init(self: Any) -> None:
         base.__init__(self)
         type(self).last_actions = {}
+        type(self).coverage.runs += 1
 
     return type(
-        base.__name__, (base,), {"do": do, "arm": arm, "__init__": init, "last_actions": {}}
+        base.__name__,
+        (base,),
+        {"do": do, "arm": arm, "__init__": init, "last_actions": {}, "coverage": Coverage()},
     )
 
 
@@ -163,6 +233,8 @@ class Report:
     """The target's traceback, when the finding is a crash of the target."""
     hint: str | None = None
     """When the minimal trace needs more than one pool: the rule it exercises, the option."""
+    coverage: Coverage = field(default_factory=Coverage)
+    """What the search made (shrinking included, when there was a failure)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -179,6 +251,7 @@ class Report:
             "trace": self.trace.to_json() if self.trace else None,
             "target_traceback": self.crash,
             "hint": self.hint,
+            "coverage": self.coverage.to_json(),
         }
 
 
@@ -262,6 +335,7 @@ def conform(
         saved,
         crash,
         cross_pool_hint(saved) if saved is not None else None,
+        machine.coverage,
     )
 
 

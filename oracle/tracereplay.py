@@ -191,11 +191,16 @@ def replay(
                     problem = (viol[0].invariant, f"the spec broke it: {viol[0]}")
                     break
                 tps = t[i]
-                if tps is None:
-                    continue
-                tv = check_pool(tps)  # and the target's own checks, as the search does
+                tv = [] if tps is None else check_pool(tps)
+                # ... and the target's own checks, as the search does, with or without a
+                # state reader (a pool without one is judged by them and its results).
                 if target is not None and target.target_invariants is not None:
                     tv.extend(target.target_invariants(driver, i))  # type: ignore[arg-type]
+                if tps is None:
+                    if tv:
+                        problem = (tv[0].invariant, f"target pool {i}: {tv[0]}")
+                        break
+                    continue
                 refused = op if expected.error is not None else None
                 problem = state_problem(i, ps, tps, tv, level, refused)
                 if problem is not None:

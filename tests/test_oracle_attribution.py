@@ -255,3 +255,31 @@ def test_a_state_read_that_hangs_is_a_finding_of_the_replay_not_an_escape(
     trace = SavedTrace([(4, False, False)], [{"note": "", "call": op_to_json(GetNewBlocks(1))}])
     found = replay(trace, target, "exact").divergence
     assert found is not None and found.rule == "target hung" and "reading its state" in found.detail
+
+
+def test_a_stateless_targets_own_invariants_are_checked_by_replay_as_by_the_search() -> None:
+    """A target without a state reader but with its own invariant check: both name it.
+
+    The replay used to skip a pool it could not read, own checks and all, so a trace the
+    search reported replayed clean (this test fails on that code).
+    """
+    from kvpool.oracle.targets import resolve
+    from kvpool.spec.invariants import Violation
+
+    def own_check(driver: Any, i: int) -> list[Violation]:
+        pool = driver.pool(i)
+        if pool.get_num_free_blocks() < 2:
+            return [Violation("INV-FREE", "seeded: fewer than 2 free blocks")]
+        return []
+
+    target = resolve("python:oracle_targets:MinimalPool")
+    assert target.state_check is None
+    target.target_invariants = own_check
+    report = conform(target, "exact", examples=30, max_blocks=4, max_pools=1)
+    assert report.rule == "INV-FREE" and report.trace is not None
+    again = resolve("python:oracle_targets:MinimalPool")
+    again.target_invariants = own_check
+    found = replay(report.trace, again, "exact").divergence
+    assert found is not None and found.rule == "INV-FREE" and "seeded" in found.detail
+    # Without the check the same trace replays clean: the finding is the check's.
+    assert replay(report.trace, resolve("python:oracle_targets:MinimalPool")).divergence is None

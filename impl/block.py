@@ -107,6 +107,8 @@ class KVCacheBlock:
             self._block_hash,
             self._block_hash_num_tokens,
             self.is_null,
+            # Plain here, not only in the constructor: deepcopy copies these arguments,
+            # and a PoolRef (a weakref subclass) cannot be copied.
             _plain(self._pool),
         )
 

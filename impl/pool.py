@@ -509,7 +509,10 @@ class BlockPool:
             self._undo_touch(entries, block)
             if not isinstance(exc, Exception):
                 raise
-            # Something is not ours (or not a block): the checked path names it.
+            # Something is not ours (or not a block): the full check names it, or (the
+            # null block of another pool, which touch skips) leaves a list to touch.
+            # Not a call of touch itself: a check that wrongly let an entry through
+            # would then recurse instead of touching what the check accepted.
             self._touch_checked(self._own(entries, null_ok=True))
             return
         if leaving is not None:
@@ -609,9 +612,7 @@ class BlockPool:
             # Name the refusal a check of the whole list before any change gives.
             self._check_releasable(self._own(entries, null_ok=False))
             raise AssertionError("unpin_blocks refused a call its checks accept") from exc
-        self._watch_registered += (
-            len(watchers) - n0 if grown is None else len(watchers) - n0 + len(grown)
-        )
+        self._watch_registered += len(watchers) - n0 + (len(grown) if grown else 0)
         if released:
             # Last candidates for reuse: the back of the queue, key or not.
             self.free_block_queue._append_n(released)
@@ -836,22 +837,48 @@ class BlockPool:
             self._insert(key, blk, (i + 1) * block_size)
             keys.append(key)
         if spec_req is not None:
-            parent = None if nc == 0 else hashes[nc * scale - 1]
-            self._log(
-                stored_event(
-                    self.num_hash_lookahead_tokens,
-                    self.medium,
-                    spec_req,
-                    keys,
-                    [h for _, _, h in todo],
-                    parent,
-                    [i for i, _, _ in todo],
-                    nc * block_size,
-                    nf * block_size,
-                    block_size,
-                    kv_cache_group_id,
-                )
+            self._log_full(
+                spec_req,
+                keys,
+                [h for _, _, h in todo],
+                [i for i, _, _ in todo],
+                hashes,
+                nc,
+                nf,
+                block_size,
+                scale,
+                kv_cache_group_id,
             )
+
+    def _log_full(
+        self,
+        spec_req: Request,
+        keys: list[Hashable],
+        chosen: list[bytes],
+        positions: list[int],
+        hashes: Any,
+        nc: int,
+        nf: int,
+        block_size: int,
+        scale: int,
+        group: int,
+    ) -> None:
+        """The ``BlockStored`` event of a ``cache_full_blocks`` call that keyed ``positions``."""
+        self._log(
+            stored_event(
+                self.num_hash_lookahead_tokens,
+                self.medium,
+                spec_req,
+                keys,
+                chosen,
+                None if nc == 0 else hashes[nc * scale - 1],
+                positions,
+                nc * block_size,
+                nf * block_size,
+                block_size,
+                group,
+            )
+        )
 
     def _cache_full_fast(
         self,
@@ -908,20 +935,10 @@ class BlockPool:
             except BaseException:
                 self._uncache_last(entries[nc:nf])
                 raise
-            self._log(
-                stored_event(
-                    self.num_hash_lookahead_tokens,
-                    self.medium,
-                    spec_req,
-                    [h + suffix for h in chosen],
-                    chosen,
-                    None if nc == 0 else hashes[nc * scale - 1],
-                    list(range(nc, nf)),
-                    nc * block_size,
-                    nf * block_size,
-                    block_size,
-                    group,
-                )
+            keys: list[Hashable] = [h + suffix for h in chosen]
+            positions = list(range(nc, nf))
+            self._log_full(
+                spec_req, keys, chosen, positions, hashes, nc, nf, block_size, scale, group
             )
         return True
 

@@ -153,8 +153,9 @@ class Coverage:
             total = sum(kinds.values())
             refused = ", ".join(f"{k} {n}" for k, n in kinds.items() if k != "ok")
             out.append(f"  {name} {total:,}" + (f" ({refused})" if refused else ""))
-        if self.missing():
-            out.append("never made (not compared): " + ", ".join(self.missing()))
+        never = self.missing()
+        if never:
+            out.append("never made (not compared): " + ", ".join(never))
         return out
 
     def to_json(self) -> dict[str, Any]:

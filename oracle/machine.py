@@ -152,7 +152,7 @@ def compare_outcomes(
 def state_problem(
     i: int,
     expected: PoolState,
-    observed: PoolState,
+    observed: PoolState | None,
     violations: list[Violation],
     level: str,
     refused: Op | None,
@@ -162,18 +162,20 @@ def state_problem(
     The one order of the search (:meth:`_Lockstep.check_state`) and of ``replay``, so both
     name one rule: a refused call that changed the state is ``ERR-ATOMIC`` (the cause),
     then the target's first broken invariant (the more telling name), and only then
-    ``state differs``. ``violations``: the target's invariant findings on this state.
+    ``state differs``. ``violations``: the target's invariant findings on this state;
+    ``observed`` None: a target without a state reader, judged by them alone.
     """
-    differs = level != "safety" and expected.snapshot() != observed.snapshot()
-    if differs and refused is not None:
-        return (
-            "ERR-ATOMIC",
-            f"refusing {refused!r} changed target pool {i}: {state_diff(expected, observed)}",
-        )
+    diff = (
+        None
+        if observed is None or level == "safety" or expected.snapshot() == observed.snapshot()
+        else state_diff(expected, observed)
+    )
+    if diff is not None and refused is not None:
+        return "ERR-ATOMIC", f"refusing {refused!r} changed target pool {i}: {diff}"
     if violations:
         return violations[0].invariant, f"target pool {i}: {violations[0]}"
-    if differs:
-        return "state differs", f"pool {i}: {state_diff(expected, observed)}"
+    if diff is not None:
+        return "state differs", f"pool {i}: {diff}"
     return None
 
 

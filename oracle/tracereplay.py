@@ -196,11 +196,6 @@ def replay(
                 # state reader (a pool without one is judged by them and its results).
                 if target is not None and target.target_invariants is not None:
                     tv.extend(target.target_invariants(driver, i))  # type: ignore[arg-type]
-                if tps is None:
-                    if tv:
-                        problem = (tv[0].invariant, f"target pool {i}: {tv[0]}")
-                        break
-                    continue
                 refused = op if expected.error is not None else None
                 problem = state_problem(i, ps, tps, tv, level, refused)
                 if problem is not None:

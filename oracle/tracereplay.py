@@ -131,6 +131,45 @@ def replay(
                 tgt.append(None)
         return spec, tgt
 
+    def judge_states(
+        s: list[PoolState], t: list[PoolState | None], after: Op | None, refused: bool
+    ) -> tuple[str, str] | None:
+        """The search's checks on the states read after ``after`` (None: as built), in
+        :func:`~.machine.state_problem`'s order; ``refused``: the spec refused ``after``."""
+        nonlocal crash
+        where = f"{after!r}: then " if after is not None else "building the pools: "
+        if unreadable:
+            first = unreadable[0]
+            if isinstance(first, TargetHung):
+                return ("target hung", f"{where}reading its state: {first}")
+            crash = first.traceback
+            return ("target crashed", f"{where}{first}")
+        for i, ps in enumerate(s):
+            if not world.alive[i]:
+                continue
+            viol = check_pool(ps)
+            if viol:
+                return (viol[0].invariant, f"the spec broke it: {viol[0]}")
+            tps = t[i]
+            tv = [] if tps is None else check_pool(tps)
+            # ... and the target's own checks, as the search does, with or without a
+            # state reader (a pool without one is judged by them and its results).
+            if target is not None and target.target_invariants is not None:
+                tv.extend(target.target_invariants(driver, i))  # type: ignore[arg-type]
+            problem = state_problem(i, ps, tps, tv, level, after if refused else None)
+            if problem is not None:
+                return problem
+        return None
+
+    # Step 0: the pools as built, before any call. The search checks them too, so a pool
+    # that starts in a state the spec's does not (a missing null block, say) is a finding
+    # of a trace with no calls, and its replay must diverge there as well.
+    if driver is not None:
+        problem0 = judge_states(*states(), None, False)
+        if problem0 is not None:
+            div0 = Divergence(0, *problem0, crash if problem0[0] == "target crashed" else "")
+            return ReplayResult([], div0)
+
     for n, step in enumerate(saved.steps, 1):
         if "script" in step:
             sc = step["script"]
@@ -175,31 +214,8 @@ def replay(
         s, t = states()
         nested = list(zip(nested_ops, nested_exp, nested_obs, strict=True))
         out.append(ReplayStep(op, "", expected, observed, s, t, nested))
-        if problem is None and unreadable:
-            first = unreadable[0]
-            if isinstance(first, TargetHung):
-                problem = ("target hung", f"{op!r}: then reading its state: {first}")
-            else:
-                problem = ("target crashed", f"{op!r}: then {first}")
-                crash = first.traceback
         if problem is None:
-            for i, ps in enumerate(s):
-                if not world.alive[i]:
-                    continue
-                viol = check_pool(ps)
-                if viol:
-                    problem = (viol[0].invariant, f"the spec broke it: {viol[0]}")
-                    break
-                tps = t[i]
-                tv = [] if tps is None else check_pool(tps)
-                # ... and the target's own checks, as the search does, with or without a
-                # state reader (a pool without one is judged by them and its results).
-                if target is not None and target.target_invariants is not None:
-                    tv.extend(target.target_invariants(driver, i))  # type: ignore[arg-type]
-                refused = op if expected.error is not None else None
-                problem = state_problem(i, ps, tps, tv, level, refused)
-                if problem is not None:
-                    break
+            problem = judge_states(s, t, op, expected.error is not None)
         if problem is not None and divergence is None:
             divergence = Divergence(n, *problem, crash if problem[0] == "target crashed" else "")
             if stop:

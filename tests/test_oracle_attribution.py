@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from forks import shaped as forks_shaped
 
 from kvpool import mutants
 from kvpool.impl import BlockPool
@@ -283,3 +284,28 @@ def test_a_stateless_targets_own_invariants_are_checked_by_replay_as_by_the_sear
     assert found is not None and found.rule == "INV-FREE" and "seeded" in found.detail
     # Without the check the same trace replays clean: the finding is the check's.
     assert replay(report.trace, resolve("python:oracle_targets:MinimalPool")).divergence is None
+
+
+class StartsOutOfOrder(forks_shaped.BlockPool):
+    """A pool built with block 1 at the back of its free queue, where the spec has it first."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.num_gpu_blocks > 2:
+            first = self.free_block_queue.popleft()
+            self.free_block_queue.append(first)
+
+
+def test_a_pool_that_starts_unlike_the_spec_diverges_before_any_call_in_search_and_replay() -> None:
+    report = conform(as_target(StartsOutOfOrder), "exact", 50, max_blocks=8, max_pools=1)
+    assert report.rule == "state differs", report.message
+    assert report.trace is not None and report.trace.steps == []
+    again = replay(report.trace, as_target(StartsOutOfOrder))
+    # The search found it with no call made; the replay of its trace must say the same
+    # (it used to check nothing until the first call, and so found no divergence).
+    assert again.divergence is not None, "the saved trace replays clean"
+    assert again.divergence.step == 0
+    assert again.divergence.rule == "state differs"
+    assert "free queue" in again.divergence.detail
+    # The pool that starts as the spec's replays the same trace clean.
+    assert replay(report.trace, as_target(forks_shaped.BlockPool)).divergence is None

@@ -13,10 +13,10 @@ sampled token per request whose prompt is fully computed).
 ...)`` builds it with ``kvpool.vllm_plugin.install()`` in force, so the ``KVCacheManager``
 the scheduler builds allocates from ``kvpool.impl.BlockPool``. Each step appends to ``log``
 what the scheduler decided (new, resumed, running and preempted requests with their block
-ids and computed tokens, tokens scheduled, finished requests), each live request's prefix
-status, preemption count, computed and output tokens, the prefix-cache stats of the step, the
-pool (free queue in order, ref counts, every block's keys) and the events the scheduler
-published that step.
+ids and computed tokens, tokens scheduled, finished requests), every request's block table,
+status, preemption count, computed and output tokens, the step's prefix-cache stats and
+KV-cache usage, the pool (free queue in order, ref counts, every block's key) and the events
+the scheduler published that step. Aborts and prefix-cache resets are recorded as steps too.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ $(VLLM_STAMP): requirements-vllm.txt pyproject.toml
 
 vllm-env: $(VLLM_STAMP)  ## build/vllm-venv: vLLM 0.33.0 on CPU torch, kvpool installed editable (~3 GB)
 
-test-vllm: $(VLLM_STAMP)  ## vLLM's KVCacheManager and Scheduler on vLLM's pool and on kvpool's, compared
+test-vllm: $(VLLM_STAMP)  ## vLLM's KVCacheManager and Scheduler (built offline, made-up model outputs) on vLLM's pool and on kvpool's, compared
 	KVPOOL_VLLM_TESTS=1 $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/vllm docs/10-vllm.md
 
 .PHONY: conform-releases

@@ -1,4 +1,4 @@
-"""tests/vllm: vLLM 0.33.0's own KVCacheManager on vLLM's pool and on kvpool's.
+"""tests/vllm: vLLM 0.33.0's own KVCacheManager and Scheduler on vLLM's pool and on kvpool's.
 
 They need vLLM and torch, so they run only in the vLLM venv, by ``make test-vllm`` (which
 sets KVPOOL_VLLM_TESTS=1); ``make test`` does not collect them.

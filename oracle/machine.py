@@ -423,7 +423,7 @@ class _Lockstep(RuleBasedStateMachine):
     factory: ClassVar[PoolFactory]
     config: ClassVar[LockstepConfig]
     last_trace: ClassVar[Trace | None] = None
-    rule_checks: ClassVar[Counter[str]]
+    rule_checks: ClassVar[Counter[str]] = Counter()
     """How many times each rule was checked, by every instance of this class (a new
     counter per :func:`build_machine`): INV-* on a target state read, and each comparison."""
 

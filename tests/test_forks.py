@@ -1,5 +1,7 @@
 """Fork-shaped pools run as ``python:module:Class`` with no adapter code, and the oracle
 finds each one's seeded bug (tests/forks/, one module per shape of code from the wild).
+A pool with an API of its own (the nano-vllm-shaped manager) runs through its loader,
+``forks.nano_loader``, and nothing else.
 
 Each case runs ``kvpool conform`` as a user types it. The base the forks derive from
 (forks.shaped) conforms at safety and exact, so each finding is the fork's own bug.
@@ -95,6 +97,10 @@ def test_the_own_design_pools_conform_at_safety_without_their_bug(target: str) -
     code, out = conform(target, "safety", examples=60)
     assert code == 0, out
     assert "conforms at safety" in out
+    # and why safety: at exact their free order is a finding (it is not the spec's)
+    code, out = conform(target, "exact", examples=20)
+    assert code == 1, out
+    assert "state differs: pool 0: free queue:" in out
 
 
 def test_nano_shaped_manager_serving_a_reused_block_as_a_prefix_hit() -> None:

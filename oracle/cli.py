@@ -262,6 +262,12 @@ def main() -> None:
     default=None,
     help="save the minimal failing trace as JSON in this directory",
 )
+@click.option(
+    "--spec-coverage/--no-spec-coverage",
+    default=True,
+    show_default=True,
+    help="measure the spec's branches the search takes (reported under 'conforms')",
+)
 @_call_timeout_option()
 def conform_cmd(
     target_name: str,
@@ -276,6 +282,7 @@ def conform_cmd(
     caching: bool | None,
     json_file: str | None,
     save_trace: str | None,
+    spec_coverage: bool,
     call_timeout: float,
 ) -> None:
     """Search for the shortest trace on which TARGET parts from the spec."""
@@ -295,7 +302,15 @@ def conform_cmd(
         console.print(f"  [yellow]skipped[/yellow] {s}")
     with console.status("searching (then shrinking any failure)..."):
         report = conform(
-            target, level, examples, seed, steps, max_blocks, max_pools=max_pools, **chosen
+            target,
+            level,
+            examples,
+            seed,
+            steps,
+            max_blocks,
+            spec_coverage=spec_coverage,
+            max_pools=max_pools,
+            **chosen,
         )
     if report.conforms:
         console.print(

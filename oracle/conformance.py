@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
-from kvpool.spec.invariants import INVARIANTS
+from kvpool.spec.invariants import INVARIANT_NAMES, INVARIANTS
 from kvpool.spec.ops import (
     OP_CLASSES,
     VLLM_OP_CLASSES,
@@ -32,8 +32,16 @@ from kvpool.spec.ops import (
 
 from .driver import WatcherAction
 from .exits import TargetCrashed, TargetHung
-from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine
+from .machine import (
+    COMPARISON_RULES,
+    LockstepConfig,
+    LockstepFailure,
+    Trace,
+    TraceStep,
+    build_machine,
+)
 from .minimize import delete_steps
+from .specbranches import BranchCoverage, SpecBranches
 from .target_base import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
 from .traceformat import (
     LEVELS,
@@ -120,16 +128,22 @@ def lockstep_config(
 
 @dataclass
 class Coverage:
-    """What a search exercised: runs, calls, and each operation's outcomes on the spec.
+    """What a search exercised: runs, calls, each operation's outcomes on the spec, the
+    rules it checked and the spec's branches it took.
 
     A call is counted once per time the search made it (nested calls a watcher makes
-    included), by the spec's outcome: ``ok`` or the error kind. It says what a
-    "conforms" is worth: an operation never made, or never refused, was not compared.
+    included), by the spec's outcome: ``ok`` or the error kind. A rule is counted each
+    time it was checked on the target: an INV-* per pool state read, a comparison rule
+    per call compared (``Machine.rule_checks``). It says what a "conforms" is worth: an
+    operation never made or never refused, a rule never checked, a spec branch never
+    taken, was not compared.
     """
 
     runs: int = 0
     calls: int = 0
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    rules: Counter[str] = field(default_factory=Counter)
+    branches: BranchCoverage | None = None
 
     def add(self, op: Op, outcome: Outcome) -> None:
         self.calls += 1
@@ -146,6 +160,16 @@ class Coverage:
         made = {name for name, _ in self.outcomes}
         return [c.__name__ for c in (*OP_CLASSES, *VLLM_OP_CLASSES) if c.__name__ not in made]
 
+    def rules_checked(self) -> dict[str, int]:
+        """Each rule checked on the target and how many times: INV-* first, in order."""
+        order = [*INVARIANT_NAMES, *COMPARISON_RULES]
+        known = [r for r in order if self.rules[r]]
+        return {r: self.rules[r] for r in known + sorted(set(self.rules) - set(order))}
+
+    def rules_never(self) -> list[str]:
+        """The invariants and comparison rules the run never checked on the target."""
+        return [r for r in (*INVARIANT_NAMES, *COMPARISON_RULES) if not self.rules[r]]
+
     def lines(self) -> list[str]:
         """The summary ``kvpool conform`` prints under "conforms"."""
         out = [f"{self.calls:,} calls in {self.runs:,} runs; by operation (refusals in brackets):"]
@@ -156,6 +180,16 @@ class Coverage:
         never = self.missing()
         if never:
             out.append("never made (not compared): " + ", ".join(never))
+        checked = self.rules_checked()
+        out.append(
+            "rules checked (times): "
+            + (", ".join(f"{r} {n:,}" for r, n in checked.items()) if checked else "none")
+        )
+        unchecked = self.rules_never()
+        if unchecked:
+            out.append("never checked: " + ", ".join(unchecked))
+        if self.branches is not None:
+            out.append(self.branches.line())
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -164,6 +198,9 @@ class Coverage:
             "calls": self.calls,
             "by_op": self.by_op(),
             "never": self.missing(),
+            "rules": self.rules_checked(),
+            "rules_never": self.rules_never(),
+            "spec_branches": self.branches.to_json() if self.branches is not None else None,
         }
 
 
@@ -204,15 +241,32 @@ def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
         base.arm(self, wid, action, pool, text)  # type: ignore[attr-defined]
         type(self).last_actions[len(self.trace.steps) - 1] = (wid, action)
 
+    def spec_apply(self: Any, op: Op) -> Outcome:
+        branches: SpecBranches | None = type(self).spec_branches
+        if branches is None:
+            return base.spec_apply(self, op)  # type: ignore[attr-defined, no-any-return]
+        measured: Outcome = branches.measure(base.spec_apply, self, op)  # type: ignore[attr-defined]
+        return measured
+
     def init(self: Any) -> None:
         base.__init__(self)
         type(self).last_actions = {}
         type(self).coverage.runs += 1
 
+    coverage = Coverage()
     return type(
         base.__name__,
         (base,),
-        {"do": do, "arm": arm, "__init__": init, "last_actions": {}, "coverage": Coverage()},
+        {
+            "do": do,
+            "spec_apply": spec_apply,
+            "spec_branches": None,
+            "arm": arm,
+            "__init__": init,
+            "last_actions": {},
+            "coverage": coverage,
+            "rule_checks": coverage.rules,
+        },
     )
 
 
@@ -283,9 +337,14 @@ def conform(
     steps: int = 30,
     max_blocks: int = 16,
     check_every: int = 1,
+    spec_coverage: bool = True,
     **overrides: Any,
 ) -> Report:
-    """Search for a trace on which ``target`` parts from the spec at ``level``."""
+    """Search for a trace on which ``target`` parts from the spec at ``level``.
+
+    ``spec_coverage``: measure the spec's branches taken during the search
+    (:mod:`.specbranches`; off: not measured, and the report says so).
+    """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     config = lockstep_config(target, level, max_blocks, check_every, **overrides)
@@ -295,8 +354,10 @@ def conform(
     start = time.perf_counter()
     rule, message = None, ""
     crash: str | None = None
+    branches = machine.spec_branches = SpecBranches(spec_coverage)
     try:
-        run_state_machine_as_test(machine, settings=run_settings(examples, steps, seed))
+        with branches:
+            run_state_machine_as_test(machine, settings=run_settings(examples, steps, seed))
     except LockstepFailure as failure:
         rule, message = failure.rule, str(failure)
         crash = failure.traceback or None
@@ -309,6 +370,7 @@ def conform(
     # Anything else is a bug in the oracle: it propagates (exit 3, with its traceback)
     # rather than being reported as the target's crash.
     seconds = time.perf_counter() - start
+    machine.coverage.branches = branches.result()
     saved = None
     if rule is not None and machine.last_trace is not None:
         saved = trace_to_saved(

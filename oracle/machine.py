@@ -58,6 +58,7 @@ new pool)::
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -77,7 +78,7 @@ from hypothesis.stateful import (
 )
 
 from kvpool.impl.bridge import abstract, inv_list, walk_free_queue
-from kvpool.spec.invariants import INVARIANT_NAMES, Violation, check_pool
+from kvpool.spec.invariants import INVARIANT_NAMES, INVARIANTS, Violation, check_pool
 from kvpool.spec.ops import (
     OP_CLASSES,
     BlockRef,
@@ -119,6 +120,34 @@ class LockstepFailure(AssertionError):
         super().__init__(message)
         self.rule = rule
         self.traceback = traceback
+
+
+COMPARISON_RULES: tuple[str, ...] = (
+    "error kind differs",
+    "result differs: ids",
+    "result differs: value",
+    "result differs: events",
+    "fired differs",
+    "unraisable differs",
+    "ERR-ATOMIC",
+    "state differs",
+)
+"""The rules the machine checks by comparing the target with the spec (the INV-* it checks
+on the target's own state are :data:`~kvpool.spec.invariants.INVARIANT_NAMES`)."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def checks(*rules: str) -> Callable[[_F], _F]:
+    """Mark a ``target_invariants`` function with the INV-* it checks, so that a run can
+    count them (``Machine.rule_checks``); an unmarked one is counted as checking none."""
+
+    def mark(fn: _F) -> _F:
+        fn.kvpool_rules = rules  # type: ignore[attr-defined]
+        return fn
+
+    return mark
 
 
 Problem = tuple[str, str]
@@ -216,6 +245,7 @@ def impl_state(driver: Driver, index: int) -> PoolState:
     return abstract(driver.pool(index))
 
 
+@checks("INV-LIST", "INV-FREE")
 def impl_invariants(driver: Driver, index: int) -> list[Violation]:
     """``target_invariants`` for kvpool.impl: INV-LIST and the free counter.
 
@@ -362,9 +392,6 @@ BAD_WATCHERS: tuple[object, ...] = ("w", None, 2.0)
 BAD_KEYS: tuple[object, ...] = (None, ["unhashable"], {"a": 1})
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
 def _needs(
     *ops: str, level: tuple[Level, ...] = ("safety", "exact", "robust")
 ) -> Callable[[_F], _F]:
@@ -396,6 +423,9 @@ class _Lockstep(RuleBasedStateMachine):
     factory: ClassVar[PoolFactory]
     config: ClassVar[LockstepConfig]
     last_trace: ClassVar[Trace | None] = None
+    rule_checks: ClassVar[Counter[str]] = Counter()
+    """How many times each rule was checked, by every instance of this class (a new
+    counter per :func:`build_machine`): INV-* on a target state read, and each comparison."""
 
     requests = Bundle("requests")
 
@@ -448,7 +478,17 @@ class _Lockstep(RuleBasedStateMachine):
         self.held[rid] = entries
         return rid
 
+    def spec_apply(self, op: Op) -> Outcome:
+        """The spec's side of a call (a subclass may measure it: ``kvpool conform`` does)."""
+        return self.world.apply(op)
+
+    def count(self, *rules: str) -> None:
+        self.rule_checks.update(rules)
+
     def compare(self, op: Op, expected: Outcome, observed: Outcome, where: str) -> None:
+        self.count("error kind differs")
+        if self.config.level != "safety":
+            self.count(result_rule(op), "fired differs")
         problem = compare_outcomes(op, expected, observed, self.config.level, where)
         if problem is not None:
             self.fail(*problem)
@@ -465,7 +505,7 @@ class _Lockstep(RuleBasedStateMachine):
         if refused:
             spec_before = [self.ps(i).snapshot() for i in self.alive()]
             target_before = self.read_target_states() if spaced else {}
-        expected = self.world.apply(op)
+        expected = self.spec_apply(op)
         try:
             observed = driver.execute(op)
         except TargetHung as exc:  # past the per-call timeout: a finding, shrunk like any
@@ -476,7 +516,7 @@ class _Lockstep(RuleBasedStateMachine):
             self.fail("target crashed", f"{op!r}: {exc}", exc.traceback)
         nested: list[tuple[Op, Outcome, Outcome]] = []
         for nop, nobs in driver.nested:
-            nested.append((nop, self.world.apply(nop), nobs))
+            nested.append((nop, self.spec_apply(nop), nobs))
         self.trace.steps.append(TraceStep(op, expected, observed, tuple(nested)))
         self.steps += 1 + len(nested)
         self.compare(op, expected, observed, "")
@@ -491,6 +531,7 @@ class _Lockstep(RuleBasedStateMachine):
                     if isinstance(e, BlockRef) and e.block != NULL_BLOCK and e.pool == nop.pool
                 )
         if self.config.level != "safety":
+            self.count("unraisable differs")
             raised = sum(
                 1
                 for out in [expected, *(n[1] for n in nested)]
@@ -503,6 +544,10 @@ class _Lockstep(RuleBasedStateMachine):
                     f"{op!r}: {raised} raising watcher call(s) but {len(driver.unraisable)} "
                     "reported through sys.unraisablehook",
                 )
+        if refused or (
+            not expected.ok and self.config.level != "safety" and self.config.state_check
+        ):
+            self.count("ERR-ATOMIC")  # by the states before and after, spec and target
         if refused:
             if expected.ok:
                 self.fail("ERR-ATOMIC", f"{op!r} was meant to be refused but the spec accepted it")
@@ -553,8 +598,13 @@ class _Lockstep(RuleBasedStateMachine):
         self.spec_violations = {i: check_pool(self.ps(i)) for i in self.alive()}
         for i in self.alive():
             found = check_pool(self.target_states[i]) if i in self.target_states else []
+            checked = set(INVARIANTS) if i in self.target_states else set()
             if extra is not None:
                 found.extend(self._read(f"checking pool {i}'s own invariants", extra, i))
+                checked.update(getattr(extra, "kvpool_rules", ()))
+            self.count(*sorted(checked))
+            if i in self.target_states and self.config.level != "safety":
+                self.count("state differs")
             self.target_violations[i] = found
         self.fresh = True
         if self.config.level == "safety":
@@ -1125,7 +1175,9 @@ def build_machine(
     """
     name = f"Lockstep_{getattr(factory, '__name__', 'target')}_{config.level}"
     machine: type[_Lockstep] = type(
-        name, (_Lockstep,), {"factory": staticmethod(factory), "config": config}
+        name,
+        (_Lockstep,),
+        {"factory": staticmethod(factory), "config": config, "rule_checks": Counter()},
     )
     machine.last_trace = None
     return machine

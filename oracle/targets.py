@@ -30,6 +30,7 @@ state and check every INV-* on the target, a pool may also offer
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -39,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvpool.spec.errors import ERROR_CLASSES
-from kvpool.spec.invariants import Violation, check_pool
+from kvpool.spec.invariants import INVARIANTS, Violation, check_pool
 from kvpool.spec.ops import (
     BlockRef,
     CacheBlocks,
@@ -59,6 +60,7 @@ from kvpool.spec.ops import (
 from kvpool.spec.state import PoolState, World
 
 from .driver import Driver, PoolFactory, call_guard
+from .machine import checks
 from .target_base import (
     DROP_POOL,
     EVICT_FIRST,
@@ -268,6 +270,7 @@ def _invariant_reader(pool: Any) -> Callable[[Driver, int], list[Violation]] | N
         and all(hasattr(pool.inner, a) for a in VLLM_LAYOUT)
     ):  # the spec's INV-* on its state, and the free list's own shape
 
+        @checks("INV-LIST", *INVARIANTS)
         def vllm_inv(d: Driver, i: int) -> list[Violation]:
             return vllm_list_violations(d.pool(i)) + check_pool(vllm_state(d.pool(i)))
 
@@ -275,7 +278,11 @@ def _invariant_reader(pool: Any) -> Callable[[Driver, int], list[Violation]] | N
     if hasattr(pool, "check_invariants") and hasattr(pool, "_index"):
         from kvpool.impl.bridge import check_invariants
 
-        return lambda d, i: check_invariants(d.pool(i))
+        @checks("INV-LIST", *INVARIANTS)
+        def impl_inv(d: Driver, i: int) -> list[Violation]:
+            return check_invariants(d.pool(i))
+
+        return impl_inv
     return None
 
 
@@ -423,6 +430,7 @@ def _guarded(fn: Callable[[Driver, int], Any] | None, timeout: float | None, wha
     if fn is None or not timeout:
         return fn
 
+    @functools.wraps(fn)  # keeps what it is marked with (``checks``)
     def guarded(d: Driver, i: int) -> Any:
         with call_guard(timeout, f"{what} of pool {i}"):
             return fn(d, i)
@@ -460,6 +468,7 @@ def _probed(name: str, factory: PoolFactory, timeout: float | None = None) -> Ta
     inv = _guarded(_invariant_reader(probe), timeout, "checking the invariants")
     if reader is not None and inv is None:
 
+        @checks(*INVARIANTS)
         def inv(d: Driver, i: int, _r: Any = reader) -> list[Violation]:
             return check_pool(_r(d, i))
 

@@ -30,6 +30,7 @@ from .conformance import (
 )
 from .exits import BadInput
 from .files import DEFAULT_LIMITS, Limits, load_trace, read_json
+from .specbranches import SPEC_FILES, spec_paths  # the corpus must cover these files
 from .target_base import Target
 from .targets import resolve
 from .traceformat import SavedTrace
@@ -41,8 +42,6 @@ PACKAGE = Path(__file__).parent.parent
 top-level ones (``kvpool/vectors`` -> ``vectors/``); in an installed wheel they are real."""
 ROOT = PACKAGE
 DEFAULT_DIR = PACKAGE / "vectors" / "golden"
-SPEC_FILES = ("state.py", "events.py")
-"""The spec modules whose branches the corpus must cover (the operations and events)."""
 
 
 def _dir(where: str | Path | None) -> Path:
@@ -92,15 +91,10 @@ def run_vectors(
     return [(n, replay(s, target, s.level).divergence) for n, s in load(where, limits)]
 
 
-def _spec_paths() -> list[str]:
-    spec = PACKAGE / "spec"
-    return [str((spec / f).resolve()) for f in SPEC_FILES]
-
-
 def _arcs_of(saved: SavedTrace) -> set[tuple[str, int, int]]:
     import coverage
 
-    cov = coverage.Coverage(branch=True, include=_spec_paths(), data_file=None)
+    cov = coverage.Coverage(branch=True, include=spec_paths(), data_file=None)
     cov.start()
     try:
         replay(saved, None, saved.level, stop=False)
@@ -144,7 +138,7 @@ def branch_coverage(where: str | Path | None = None) -> tuple[float, list[str]]:
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(_dir(where)), json.dumps(_spec_paths())],
+        [sys.executable, "-c", _MEASURE, str(_dir(where)), json.dumps(spec_paths())],
         capture_output=True,
         text=True,
         check=True,

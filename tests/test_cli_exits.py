@@ -180,12 +180,21 @@ def test_a_target_that_raises_while_built_is_a_finding_with_its_traceback() -> N
     assert result.stderr.strip().splitlines()[-1].startswith("kvpool: VIOLATION: target crashed")
 
 
-def test_a_python_target_that_hangs_is_shrunk_and_reported_as_target_hung(tmp_path: Path) -> None:
+@pytest.mark.parametrize("level", ["safety", "exact", "robust"])
+def test_a_python_target_that_hangs_is_shrunk_and_reported_as_target_hung(
+    tmp_path: Path, level: str
+) -> None:
+    """At every level: the headline, the minimal trace ending at the call that hangs, and a
+    replay of the saved trace that hangs at the same call."""
     report = tmp_path / "report.json"
+    saved = tmp_path / "traces"
+    target = f"python:{ME}:HangOnThree"
     result = run(
         "conform",
         "-t",
-        f"python:{ME}:HangOnThree",
+        target,
+        "--level",
+        level,
         "--call-timeout",
         "0.1",
         "-n",
@@ -198,13 +207,21 @@ def test_a_python_target_that_hangs_is_shrunk_and_reported_as_target_hung(tmp_pa
         "1",
         "--json",
         str(report),
+        "--save-trace",
+        str(saved),
     )
     assert result.exit_code == VIOLATION, result.output
+    assert "VIOLATION of target hung" in result.stdout
     data = json.loads(report.read_text())
     assert data["violated"] == "target hung", data["message"]
+    assert data["message"].startswith("target hung: GetNewBlocks(n=3")
     calls = [s["call"] for s in data["trace"]["steps"] if "call" in s]
     assert calls[-1]["op"] == "GetNewBlocks" and calls[-1]["n"] == 3, calls
     assert len(calls) <= 2, calls  # shrunk: at most a call before the one that hangs
+    (trace,) = saved.iterdir()
+    again = run("replay", str(trace), "-t", target, "--call-timeout", "0.1")
+    assert again.exit_code == VIOLATION, again.output
+    assert "target hung" in again.output
 
 
 def test_a_hang_no_signal_reaches_ends_the_oracle_as_a_finding() -> None:

@@ -259,16 +259,20 @@ for line in sys.stdin:
 
 
 @needs_node
-def test_a_cmd_target_that_hangs_mid_search_is_shrunk_like_any_failure(tmp_path: Path) -> None:
+@pytest.mark.parametrize("level", ["safety", "exact", "robust"])
+def test_a_cmd_target_that_hangs_mid_search_is_shrunk_like_any_failure(
+    tmp_path: Path, level: str
+) -> None:
     proxy = tmp_path / "proxy.py"
     proxy.write_text(PROXY_HANGING_ON_TOUCH)
     target = resolve(f"cmd:{sys.executable} {proxy} {POOL_JS}", call_timeout=0.5)
-    report = conform(target, "exact", examples=40, steps=8, max_blocks=5, max_pools=1, seed=3)
+    report = conform(target, level, examples=40, steps=8, max_blocks=5, max_pools=1, seed=3)
     assert report.rule == "target hung", report.message
+    assert report.message.startswith("target hung: Touch("), report.message
     assert report.trace is not None
     calls = [s["call"]["op"] for s in report.trace.steps if "call" in s]
     assert calls[-1] == "Touch" and len(calls) <= 3, calls
-    again = replay(report.trace, target)
+    again = replay(report.trace, target, level)
     assert again.divergence is not None and again.divergence.rule == "target hung"
     if target.close:
         target.close()

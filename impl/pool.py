@@ -493,14 +493,17 @@ class BlockPool:
         post: type(blocks) is not list or all(b.prev_free_block is None for b in blocks if not b.is_null)
         post: self.free_block_queue.num_free_blocks <= __old__.self.free_block_queue.num_free_blocks
         """  # noqa: E501
-        entries = blocks if type(blocks) is list else _materialise(blocks, "blocks")
+        # (Kept in ``blocks``, not a second name: on lists of a few blocks, what
+        # vLLM's calls pass, every local of this frame shows in benchmarks/vllm_paths.py.)
+        if type(blocks) is not list:
+            blocks = _materialise(blocks, "blocks")
         mark = self._weak_self
         # One pass checks and counts; the free blocks it meets leave the queue after
         # it, so a refusal only has references to give back (``_undo_touch``).
         leaving: list[KVCacheBlock] | None = None
         block: Any = None
         try:
-            for block in entries:
+            for block in blocks:
                 # Ownership: the pool's mark, which only its own blocks carry.
                 if block._pool is not mark:
                     raise _NotABlock
@@ -515,24 +518,28 @@ class BlockPool:
                         leaving.append(block)
                 block.ref_cnt = ref_cnt + 1
         except BaseException as exc:
-            self._undo_touch(entries, block)
+            self._undo_touch(blocks, block)
             if not isinstance(exc, Exception):
                 raise
             # Something is not ours (or not a block): the full check names it, or (the
             # null block of another pool, which touch skips) leaves a list to touch.
             # Not a call of touch itself: a check that wrongly let an entry through
             # would then recurse instead of touching what the check accepted.
-            self._touch_checked(self._own(entries, null_ok=True))
+            self._touch_checked(self._own(blocks, null_ok=True))
             return
         if leaving is not None:
             remove = self.free_block_queue._remove
             for block in leaving:
                 remove(block)
         if self.metrics_collector:
-            collector = self.metrics_collector
-            for block in entries:
-                if not block.is_null:
-                    collector.on_block_accessed(block)
+            self._metrics_accessed(blocks)
+
+    def _metrics_accessed(self, blocks: list[KVCacheBlock]) -> None:
+        """vLLM's collector call for each touched block (once the state is complete)."""
+        collector = self.metrics_collector
+        for block in blocks:
+            if not block.is_null:
+                collector.on_block_accessed(block)
 
     def _undo_touch(self, entries: list[Any], failed: Any) -> None:
         """Give back the references ``touch`` took before ``failed``'s first appearance.

@@ -283,7 +283,9 @@ def render(results: dict[str, Any]) -> str:
             "A serving trace of vLLM 0.33.0 API calls (`get_cached_block(hash, [0])`, `touch`, "
             "`get_new_blocks`, `cache_full_blocks`, `free_blocks`, `unpin_blocks`) replayed on "
             f"a fresh {paths['num_blocks']:,}-block pool of each kind, kvpool validating every "
-            f"call; {paths['rounds']} interleaved rounds, ratio kvpool / vLLM per round, "
+            f"call; {paths['rounds']} interleaved rounds of {paths.get('repeats', 1)} "
+            "replays per pool, keeping the fastest replay (and, in the per-call rows, the "
+            "fastest time of each call), ratio kvpool / vLLM per round, "
             "median shown (`.venv/bin/python benchmarks/vllm_paths.py`, or "
             '`make bench BENCH_ARGS="--only vllm_paths"`). *lookup-heavy* requests walk long '
             "cached prefixes. Per-call rows time each call on its own (the timer's cost, the "
@@ -293,7 +295,7 @@ def render(results: dict[str, Any]) -> str:
             *measured(paths),
             paths["markdown"],
             "",
-            "What the figures rest on (measured with this benchmark, 12-04):",
+            "What the figures rest on (measured with this benchmark, 12-04 and 12-05):",
             "",
             "* Ownership is one pointer comparison per block: `block._pool is "
             "self._weak_self`, the pool's mark that no copy or hand-built block can carry "
@@ -308,15 +310,27 @@ def render(results: dict[str, Any]) -> str:
             "through the queue's own `_remove` (the method the refinement proof covers), "
             "one call per such block as vLLM makes. Unlinking inline was measured 0.1 "
             "faster on the serving mix and not taken: it would put list surgery in the "
-            "pool, outside the proof. Its remaining cost above vLLM's on short lists is the "
-            "fixed work per call (the type test of the argument, the mark, the "
-            "metrics check).",
+            "pool, outside the proof. What it costs above vLLM's on short lists is the "
+            "fixed work per call (the type test of the argument, the mark, the metrics "
+            "check): timed alone on in-use blocks (12-05), 92 ns against 69 for 1 block, "
+            "161 against 151 for 4, 637 against 717 for 24, so about 4 ns a block less and "
+            "even at about 6 blocks a list; the serving mix's lists hold 4.5 on average, "
+            "which is why `touch` stays above 1.0 there. In this replay the mark's test is "
+            "about a tenth of `touch`'s time and the argument's type test a thirtieth "
+            "(replayed with each removed, 12-05): the checks themselves, not their "
+            "bookkeeping.",
             "* `unpin_blocks` keeps every distinct watcher of a block (vLLM keeps the last "
-            "one: the `unpin-one-watcher` finding of docs/errata.md), so per block it "
-            "reads the pending tuple where vLLM only stores, and it counts entries to "
-            "roll back a double unpin. One tuple "
-            "serves every block of a call, and the first pending watcher is tested before "
-            "the rest are searched.",
+            "one: the `unpin-one-watcher` finding of docs/errata.md). The pending watchers "
+            "live on the block (`KVCacheBlock._pending`, and `_pending_order`, its place in "
+            "the order blocks first got one), so per block the pass reads and writes slots "
+            "of the block it already holds, where vLLM stores into a dict; kept in a dict "
+            "(block id -> watchers, until 12-05) they made `unpin_blocks` 1.3 to 1.6 of "
+            "vLLM's time here. `get_new_blocks` reads the slot of each block it hands out in the "
+            "pass it makes anyway, where it popped each from the dict. The two slots cost "
+            "16 bytes a block (152 bytes against vLLM's 136 by "
+            "`pool_vs_vllm.bytes_per_block`, 12-05; the memory line above was measured "
+            "before them). One tuple serves every block of a call, and the first pending "
+            "watcher is tested before the rest are searched.",
             "",
         ]
     for name, title in (("oracle", "Oracle throughput"), ("proofs", "Proof reach")):

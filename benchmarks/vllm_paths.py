@@ -1,6 +1,7 @@
 """kvpool's pool against vLLM 0.33.0's on vLLM's own call paths, in one process, interleaved.
 
-    .venv/bin/python benchmarks/vllm_paths.py [--rounds 7] [--blocks 10000] [--json FILE]
+    .venv/bin/python benchmarks/vllm_paths.py [--rounds 7] [--repeats 3] [--blocks 10000]
+                                              [--json FILE]
 
 A serving trace is recorded once (on vLLM's pool) as calls of vLLM's API --
 ``get_cached_block(hash, [0])``, ``touch``, ``get_new_blocks``, ``cache_full_blocks``,
@@ -11,12 +12,16 @@ block ids on valid calls, so they do the same work.
 
 Two mixes: ``serving`` (requests with shared prefixes, decode-sized allocations, frees and a
 few unpins) and ``lookup-heavy`` (most requests walk a long cached prefix: lookups and
-touches dominate). Each round replays the trace once untimed per call (overall time) and once
-with a timer around every call (time per call type), on both pools, alternating which goes
-first; a ratio is kvpool's time / vLLM's in the same round, and the table gives the median
-over the rounds (min and max beside it). Below 1.0 means kvpool is faster. The per-call timer
-costs the same on both sides and pulls per-type ratios slightly towards 1.0; the overall
-ratio has no timer inside the loop.
+touches dominate). Each round replays the trace untimed per call (overall time) and with a
+timer around every call (time per call type), on both pools, alternating which goes first,
+``repeats`` times each on a fresh pool, and keeps each pool's fastest untimed replay and,
+call by call, the fastest time of each timed call (the trace is deterministic, so call j
+does the same work in every replay): on a machine shared with other work, an interruption
+makes a replay or a call slower, never faster. A ratio is kvpool's time / vLLM's in the
+same round, and the table gives the median over the rounds (min and max beside it). Below
+1.0 means kvpool is faster.
+The per-call timer costs the same on both sides and pulls per-type ratios slightly towards
+1.0; the overall ratio has no timer inside the loop.
 """
 
 from __future__ import annotations
@@ -153,14 +158,15 @@ def replay_overall(pool: Any, actions: Sequence[Action]) -> float:
     return time.perf_counter() - start
 
 
-def replay_per_call(pool: Any, actions: Sequence[Action]) -> dict[str, float]:
-    totals = dict.fromkeys(CALLS, 0.0)
+def replay_per_call(pool: Any, actions: Sequence[Action]) -> list[float]:
+    """The time of each call, in trace order."""
+    times: list[float] = []
     clock = time.perf_counter
-    for op, f, args in _calls(pool, actions):
+    for _, f, args in _calls(pool, actions):
         t = clock()
         f(*args)
-        totals[op] += clock() - t
-    return totals
+        times.append(clock() - t)
+    return times
 
 
 def _same_ids(module: Any, actions: Sequence[Action], num_blocks: int) -> None:
@@ -192,7 +198,9 @@ class Row:
         return statistics.median(self.ratios)
 
 
-def run(rounds: int = 7, num_blocks: int = 10_000, steps: int = 10_000) -> dict[str, Any]:
+def run(
+    rounds: int = 7, num_blocks: int = 10_000, steps: int = 10_000, repeats: int = 3
+) -> dict[str, Any]:
     module = _vllm_module()
 
     def vllm_pool() -> Any:
@@ -211,11 +219,25 @@ def run(rounds: int = 7, num_blocks: int = 10_000, steps: int = 10_000) -> dict[
         per: dict[str, dict[str, list[float]]] = {k: {c: [] for c in CALLS} for k in kinds}
         for r in range(rounds):
             order = ("vllm", "kvpool") if r % 2 == 0 else ("kvpool", "vllm")
+            best = {k: float("inf") for k in kinds}
+            for _ in range(repeats):
+                for kind in order:
+                    best[kind] = min(best[kind], replay_overall(kinds[kind](), actions))
             for kind in order:
-                overall[kind].append(replay_overall(kinds[kind](), actions))
+                overall[kind].append(best[kind])
+            # The trace is deterministic: call j does the same work in every replay, so
+            # each call keeps its fastest time (an interruption lands in one replay).
+            best_call = {k: [float("inf")] * len(actions) for k in kinds}
+            for _ in range(repeats):
+                for kind in order:
+                    times = replay_per_call(kinds[kind](), actions)
+                    best_call[kind] = list(map(min, best_call[kind], times))
             for kind in order:
-                for c, t in replay_per_call(kinds[kind](), actions).items():
-                    per[kind][c].append(t)
+                totals = dict.fromkeys(CALLS, 0.0)
+                for a, t in zip(actions, best_call[kind], strict=True):
+                    totals[a[0]] += t
+                for c in CALLS:
+                    per[kind][c].append(totals[c])
 
         def row(
             call: str, ours: list[float], theirs: list[float], count: int, mix: str = mix
@@ -235,6 +257,7 @@ def run(rounds: int = 7, num_blocks: int = 10_000, steps: int = 10_000) -> dict[
         rows.append(row("overall", overall["kvpool"], overall["vllm"], len(actions)))
     return {
         "rounds": rounds,
+        "repeats": repeats,
         "num_blocks": num_blocks,
         "steps": steps,
         "rows": [
@@ -272,9 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--blocks", type=int, default=10_000)
     parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3, help="replays per pool per round")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    result = run(args.rounds, args.blocks, args.steps)
+    result = run(args.rounds, args.blocks, args.steps, args.repeats)
     print(markdown(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

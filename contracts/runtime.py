@@ -156,7 +156,15 @@ def _clone_block(block: Any, memo: dict[int, Any]) -> Any:
     if got is not None:
         return got
     new = object.__new__(type(block))
-    for slot in ("block_id", "ref_cnt", "_block_hash", "is_null", "pool"):
+    for slot in (
+        "block_id",
+        "ref_cnt",
+        "_block_hash",
+        "is_null",
+        "pool",
+        "_pending",
+        "_pending_order",
+    ):
         with contextlib.suppress(AttributeError):
             object.__setattr__(new, slot, getattr(block, slot))
     memo[id(block)] = new
@@ -209,7 +217,6 @@ def _clone_pool(pool: Any) -> Any:
     new._index = {
         k: {i: memo.get(id(b), b) for i, b in hs.items()} for k, hs in pool._index.items()
     }
-    new._watchers = {k: tuple(ws) for k, ws in pool._watchers.items()}
     new._events = list(pool._events)
     new._event_view = set(pool._event_view)
     return new

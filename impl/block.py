@@ -54,6 +54,10 @@ def _rebuilt(
     return block
 
 
+Watcher = Callable[["KVCacheBlock"], object]
+"""A reuse watcher (``unpin_blocks``' ``on_reuse``): called with the block when it is reused."""
+
+
 class KVCacheBlock:
     """One block. ``prev_free_block``/``next_free_block`` are its links in the free queue.
 
@@ -63,6 +67,8 @@ class KVCacheBlock:
     __slots__ = (
         "_block_hash",
         "_block_hash_num_tokens",
+        "_pending",
+        "_pending_order",
         "_pool",
         "block_id",
         "is_null",
@@ -85,6 +91,14 @@ class KVCacheBlock:
         self.prev_free_block: KVCacheBlock | None = None
         self.next_free_block: KVCacheBlock | None = None
         self.is_null = False
+        # The block's pending reuse watchers, in registration order (None: none), and
+        # its place in the order blocks first got one: the pool's ``unpin_blocks``
+        # writes them, ``get_new_blocks`` and ``reset_prefix_cache`` fire and clear
+        # them; ``BlockPool._watchers`` reads them as a block_id -> watchers map.
+        # On the block, not in a dict, so that the hot paths read a slot of a block
+        # they hold instead of hashing into a table (benchmarks/vllm_paths.py).
+        self._pending: tuple[Watcher, ...] | None = None
+        self._pending_order = 0
         # A weak reference, so that a pool is freed once nobody uses it, even
         # while requests still hold its blocks (their frees are then dropped).
         # A block built here is no pool's: only the pool writes its mark (PoolRef).
@@ -150,7 +164,3 @@ class KVCacheBlock:
             f"block_hash={self._block_hash!r}, prev_free_block={prev_id}, "
             f"next_free_block={next_id}{', is_null=True' if self.is_null else ''})"
         )
-
-
-Watcher = Callable[[KVCacheBlock], object]
-"""A reuse watcher (``unpin_blocks``' ``on_reuse``): called with the block when it is reused."""

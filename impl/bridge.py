@@ -33,7 +33,6 @@ class BlockPool(Protocol):
     blocks: list[KVCacheBlock]
     free_block_queue: FreeKVCacheBlockQueue
     _index: dict[Hashable, dict[int, KVCacheBlock]]
-    _watchers: dict[int, tuple[Watcher, ...]]
     _watch_registered: int
     _watch_fired: int
     _events: list[Event]
@@ -42,6 +41,9 @@ class BlockPool(Protocol):
     hash_block_size: int
     num_hash_lookahead_tokens: int
     medium: str
+
+    @property
+    def _watchers(self) -> dict[int, tuple[Watcher, ...]]: ...
 
 
 def default_watcher_id(watcher: Watcher) -> int:

@@ -161,6 +161,10 @@ def _to_vllm(module: Any, event: Event, medium: str) -> Any:
     return module.AllBlocksCleared()
 
 
+def _pending_order(block: KVCacheBlock) -> int:
+    return block._pending_order
+
+
 class _NotABlock(Exception):
     """Internal: an entry that is no pool's block."""
 
@@ -223,7 +227,7 @@ class BlockPool:
         # INV-NULL
         self.null_block is self.blocks[0] and self.null_block.is_null
         self.null_block.ref_cnt == 0 and self.null_block.block_hash is None
-        self.null_block.prev_free_block is None and 0 not in self._watchers
+        self.null_block.prev_free_block is None and self.null_block._pending is None
         # INV-FREE: exactly the non-null blocks with ref_cnt 0 are linked in, and counted
         all((b.ref_cnt == 0) == (b.prev_free_block is not None) for b in self.blocks[1:])
         self.free_block_queue.num_free_blocks == sum(b.ref_cnt == 0 for b in self.blocks[1:])
@@ -283,10 +287,10 @@ class BlockPool:
         )
         # block_id -> the block's further keys (beyond its primary block_hash), oldest first.
         self._entries: dict[int, list[Hashable]] = {}
-        # block_id -> pending watchers in registration order (a tuple: one serves every
-        # block of an unpin_blocks call); insertion order of the dict is the order
-        # blocks first got a pending watcher.
-        self._watchers: dict[int, tuple[Watcher, ...]] = {}
+        # Pending watchers live on the blocks (``_pending``, a tuple: one serves every
+        # block of an unpin_blocks call); ``_pending_order`` numbers the blocks in the
+        # order they first got a pending watcher, and this is the next number.
+        self._next_pending_order = 0
         self._watch_registered = 0
         self._watch_fired = 0
         self._events: list[Event] = []
@@ -304,7 +308,7 @@ class BlockPool:
         post: [b.block_id for b in __return__] == [b.block_id for b in __old__.self.free_block_queue.get_all_free_blocks()][:num_blocks]
         post: self._watch_fired > __old__.self._watch_fired or all(b.ref_cnt == 1 and b.block_hash is None for b in __return__)
         post: self._watch_fired > __old__.self._watch_fired or self.free_block_queue.num_free_blocks == __old__.self.free_block_queue.num_free_blocks - num_blocks
-        post: all(b.block_id not in self._watchers for b in __return__) or self._watch_fired > __old__.self._watch_fired
+        post: all(b._pending is None for b in __return__) or self._watch_fired > __old__.self._watch_fired
         """  # noqa: E501
         if type(num_blocks) is not int or num_blocks < 0:
             raise InvalidArgument(f"num_blocks must be an int >= 0, got {_show(num_blocks)}")
@@ -314,18 +318,23 @@ class BlockPool:
                 raise InvalidArgument(f"num_blocks {_show(num_blocks)} exceeds {MAX_BLOCKS}")
             raise InsufficientFreeBlocks(f"Cannot get {num_blocks} free blocks from the pool")
         ret = queue._popleft_n(num_blocks)
+        watched = False  # whether a handed-out block has pending watchers
         if self.enable_caching:
             for block in ret:
                 # A reused block's old contents are gone: it leaves the cache.
                 if block._block_hash is not None:
                     self._drop_key(block)
                 block.ref_cnt = 1
+                if block._pending is not None:
+                    watched = True
         else:
             for block in ret:
                 block.ref_cnt = 1
+                if block._pending is not None:
+                    watched = True
         if self.metrics_collector:
             self._metrics_allocated(ret)
-        if self._watchers:
+        if watched:
             self._fire(self._detach_watchers(ret), ret)
         return ret
 
@@ -484,14 +493,17 @@ class BlockPool:
         post: type(blocks) is not list or all(b.prev_free_block is None for b in blocks if not b.is_null)
         post: self.free_block_queue.num_free_blocks <= __old__.self.free_block_queue.num_free_blocks
         """  # noqa: E501
-        entries = blocks if type(blocks) is list else _materialise(blocks, "blocks")
+        # (Kept in ``blocks``, not a second name: on lists of a few blocks, what
+        # vLLM's calls pass, every local of this frame shows in benchmarks/vllm_paths.py.)
+        if type(blocks) is not list:
+            blocks = _materialise(blocks, "blocks")
         mark = self._weak_self
         # One pass checks and counts; the free blocks it meets leave the queue after
         # it, so a refusal only has references to give back (``_undo_touch``).
         leaving: list[KVCacheBlock] | None = None
         block: Any = None
         try:
-            for block in entries:
+            for block in blocks:
                 # Ownership: the pool's mark, which only its own blocks carry.
                 if block._pool is not mark:
                     raise _NotABlock
@@ -506,24 +518,28 @@ class BlockPool:
                         leaving.append(block)
                 block.ref_cnt = ref_cnt + 1
         except BaseException as exc:
-            self._undo_touch(entries, block)
+            self._undo_touch(blocks, block)
             if not isinstance(exc, Exception):
                 raise
             # Something is not ours (or not a block): the full check names it, or (the
             # null block of another pool, which touch skips) leaves a list to touch.
             # Not a call of touch itself: a check that wrongly let an entry through
             # would then recurse instead of touching what the check accepted.
-            self._touch_checked(self._own(entries, null_ok=True))
+            self._touch_checked(self._own(blocks, null_ok=True))
             return
         if leaving is not None:
             remove = self.free_block_queue._remove
             for block in leaving:
                 remove(block)
         if self.metrics_collector:
-            collector = self.metrics_collector
-            for block in entries:
-                if not block.is_null:
-                    collector.on_block_accessed(block)
+            self._metrics_accessed(blocks)
+
+    def _metrics_accessed(self, blocks: list[KVCacheBlock]) -> None:
+        """vLLM's collector call for each touched block (once the state is complete)."""
+        collector = self.metrics_collector
+        for block in blocks:
+            if not block.is_null:
+                collector.on_block_accessed(block)
 
     def _undo_touch(self, entries: list[Any], failed: Any) -> None:
         """Give back the references ``touch`` took before ``failed``'s first appearance.
@@ -561,7 +577,7 @@ class BlockPool:
 
         raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
         post: type(blocks) is not list or all(b.ref_cnt == __old__.self.blocks[b.block_id].ref_cnt - m for b, m in Counter(blocks).items())
-        post: type(blocks) is not list or all(any(w is on_reuse for w in self._watchers[b.block_id]) for b in blocks)
+        post: type(blocks) is not list or all(any(w is on_reuse for w in b._pending or ()) for b in blocks)
         post: self._watch_registered >= __old__.self._watch_registered
         post: [b.block_id for b in self.free_block_queue.get_all_free_blocks()][:__old__.self.free_block_queue.num_free_blocks] == [b.block_id for b in __old__.self.free_block_queue.get_all_free_blocks()]
         """  # noqa: E501
@@ -569,15 +585,13 @@ class BlockPool:
             raise InvalidArgument(f"on_reuse must be callable, got {_show(on_reuse)}")
         entries = blocks if type(blocks) is list else _materialise(blocks, "blocks")
         mark = self._weak_self
-        watchers = self._watchers
         # One pass checks and changes: each block gives up a reference and gets
-        # ``on_reuse`` as a pending watcher. New watchers join the end of the dict and
-        # one tuple serves every block of the call, so a refusal can take them off
-        # again (``_undo_unpin``); ``grown`` keeps the tuples a watcher was added to.
-        n0 = len(watchers)
-        get = watchers.get
+        # ``on_reuse`` as a pending watcher. One tuple serves every block that had
+        # none, so a refusal can find and take them off again (``_undo_unpin``);
+        # ``grown`` keeps the tuples a watcher was added to.
         single = (on_reuse,)
-        grown: list[tuple[int, tuple[Watcher, ...]]] | None = None
+        order0 = order = self._next_pending_order
+        grown: list[tuple[KVCacheBlock, tuple[Watcher, ...]]] | None = None
         released: list[KVCacheBlock] = []
         i = 0  # entries done so far: what a refusal gives back
         try:
@@ -591,10 +605,11 @@ class BlockPool:
                 block.ref_cnt = ref_cnt
                 if not ref_cnt:
                     released.append(block)
-                bid = block.block_id
-                pending = get(bid)
+                pending = block._pending
                 if pending is None:
-                    watchers[bid] = single
+                    block._pending = single
+                    block._pending_order = order
+                    order += 1
                 elif pending[0] is not on_reuse:  # once per watcher object
                     for w in pending:
                         if w is on_reuse:
@@ -602,17 +617,18 @@ class BlockPool:
                     else:
                         if grown is None:
                             grown = []
-                        grown.append((bid, pending))
-                        watchers[bid] = (*pending, on_reuse)
+                        grown.append((block, pending))
+                        block._pending = (*pending, on_reuse)
                 i += 1
         except BaseException as exc:
-            self._undo_unpin(entries, i, n0, grown)
+            self._undo_unpin(entries, i, single, grown)
             if not isinstance(exc, Exception):
                 raise
             # Name the refusal a check of the whole list before any change gives.
             self._check_releasable(self._own(entries, null_ok=False))
             raise AssertionError("unpin_blocks refused a call its checks accept") from exc
-        self._watch_registered += len(watchers) - n0 + (len(grown) if grown else 0)
+        self._next_pending_order = order
+        self._watch_registered += order - order0 + (len(grown) if grown else 0)
         if released:
             # Last candidates for reuse: the back of the queue, key or not.
             self.free_block_queue._append_n(released)
@@ -621,21 +637,20 @@ class BlockPool:
         self,
         entries: list[Any],
         stop: int,
-        n0: int,
-        grown: list[tuple[int, tuple[Watcher, ...]]] | None,
+        single: tuple[Watcher, ...],
+        grown: list[tuple[KVCacheBlock, tuple[Watcher, ...]]] | None,
     ) -> None:
         """Give back what ``unpin_blocks`` did to ``entries[:stop]`` (all this pool's blocks).
 
-        The watchers it registered are the last ``len(self._watchers) - n0`` entries
-        of the dict (no caller code ran in between), and ``grown`` holds the tuples
-        it replaced; the released blocks were not linked in yet.
+        ``grown`` holds the tuples it replaced; the blocks that had no watcher now hold
+        ``single``, the call's own tuple, which no other block holds and no replaced
+        tuple is; the released blocks were not linked in yet.
         """
-        watchers = self._watchers
-        for bid, pending in reversed(grown or ()):
-            watchers[bid] = pending
-        for _ in range(len(watchers) - n0):
-            watchers.popitem()
+        for block, pending in reversed(grown or ()):
+            block._pending = pending
         for block in entries[:stop]:
+            if block._pending is single:
+                block._pending = None
             block.ref_cnt += 1
 
     # -- the prefix cache ---------------------------------------------------------------
@@ -1245,7 +1260,7 @@ class BlockPool:
         post: __return__ == (__old__.self.free_block_queue.num_free_blocks == self.num_gpu_blocks - 1)
         post: self._watch_fired > __old__.self._watch_fired or not __return__ or not self._index
         post: __return__ or self._index.keys() == __old__.self._index.keys()
-        post: not __return__ or not self._watchers or self._watch_fired > __old__.self._watch_fired
+        post: not __return__ or all(b._pending is None for b in self.blocks) or self._watch_fired > __old__.self._watch_fired
         """  # noqa: E501
         if self.free_block_queue.num_free_blocks != self.num_gpu_blocks - 1:
             return False
@@ -1257,9 +1272,12 @@ class BlockPool:
         self._entries.clear()
         if self.metrics_collector:
             self.metrics_collector.reset()
-        blocks = self.blocks
-        firings = [(w, blocks[bid]) for bid, ws in self._watchers.items() for w in ws]
-        self._watchers = {}
+        watched = self._watched_blocks()
+        firings = [
+            (w, block) for block in watched for w in cast(tuple[Watcher, ...], block._pending)
+        ]
+        for block in watched:
+            block._pending = None
         self._watch_fired += len(firings)
         if self.enable_kv_cache_events:
             self._log(AllBlocksCleared())
@@ -1268,13 +1286,29 @@ class BlockPool:
 
     # -- watchers and events --------------------------------------------------------------
 
+    def _watched_blocks(self) -> list[KVCacheBlock]:
+        """The blocks with pending watchers, in the order they first got one."""
+        watched = [b for b in self.blocks if b._pending is not None]
+        watched.sort(key=_pending_order)
+        return watched
+
+    @property
+    def _watchers(self) -> dict[int, tuple[Watcher, ...]]:
+        """The pending watchers as a fresh map: block_id -> watchers in registration order.
+
+        Its order is the order blocks first got a pending watcher (vLLM keeps a dict
+        ``_reuse_watchers`` of one watcher per block); the state itself is on the
+        blocks (``KVCacheBlock._pending``), and this map is read-only.
+        """
+        return {b.block_id: cast(tuple[Watcher, ...], b._pending) for b in self._watched_blocks()}
+
     def _detach_watchers(self, blocks: list[KVCacheBlock]) -> list[tuple[Watcher, KVCacheBlock]]:
         """Take the pending watchers of ``blocks`` out of the state, in firing order."""
-        watchers = self._watchers
         firings: list[tuple[Watcher, KVCacheBlock]] = []
         for block in blocks:
-            pending = watchers.pop(block.block_id, None)
+            pending = block._pending
             if pending is not None:
+                block._pending = None
                 firings.extend((w, block) for w in pending)
         self._watch_fired += len(firings)
         return firings

@@ -103,9 +103,7 @@ def _m(
     return Mutant(name, story, breaks, pool, queue, hints)
 
 
-_FIRE_ON_HANDOUT = (
-    "        if self._watchers:\n            self._fire(self._detach_watchers(ret), ret)\n"
-)
+_FIRE_ON_HANDOUT = "        if watched:\n            self._fire(self._detach_watchers(ret), ret)\n"
 
 MUTANTS: tuple[Mutant, ...] = (
     # -- eviction order ---------------------------------------------------------------
@@ -325,8 +323,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("INV-WATCH", "fired differs", "state differs"),
         pool=(
             (
-                "pending = watchers.pop(block.block_id, None)",
-                "pending = watchers.get(block.block_id)",
+                "                block._pending = None\n                firings.extend(",
+                "                firings.extend(",
             ),
         ),
     ),
@@ -337,8 +335,7 @@ MUTANTS: tuple[Mutant, ...] = (
         pool=(
             (
                 _FIRE_ON_HANDOUT + "        return ret",
-                "        if self._watchers:\n            self._detach_watchers(ret)\n"
-                "        return ret",
+                "        if watched:\n            self._detach_watchers(ret)\n        return ret",
             ),
         ),
     ),
@@ -350,7 +347,8 @@ MUTANTS: tuple[Mutant, ...] = (
             (_FIRE_ON_HANDOUT + "        return ret", "        return ret"),
             (
                 "        ret = queue._popleft_n(num_blocks)\n",
-                "        ret = queue._popleft_n(num_blocks)\n" + _FIRE_ON_HANDOUT,
+                "        ret = queue._popleft_n(num_blocks)\n"
+                "        self._fire(self._detach_watchers(ret), ret)\n",
             ),
         ),
     ),
@@ -360,9 +358,10 @@ MUTANTS: tuple[Mutant, ...] = (
         ("INV-WATCH", "fired differs", "state differs"),
         pool=(
             (
-                "                if pending is None:\n                    watchers[bid] = single\n",
+                "                if pending is None:\n"
+                "                    block._pending = single\n",
                 "                if pending is None or pending[0] is not on_reuse:\n"
-                "                    watchers[bid] = single\n",
+                "                    block._pending = single\n",
             ),
         ),
     ),

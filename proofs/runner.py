@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -10,10 +11,21 @@ import z3  # type: ignore[import-untyped]
 
 from kvpool.spec import INVARIANTS, Op, World, check_pool
 
-from . import bmc, differential, fixedn, induction, listreplay, refinement, smtlib, spacer
+from . import (
+    bmc,
+    differential,
+    fixedn,
+    induction,
+    listreplay,
+    pyrefine,
+    refinement,
+    smtlib,
+    spacer,
+)
 from .model import OPS
 from .mutants import MUTANTS, BuggyWorld, world_class
 from .props import STRONG_PARTS
+from .pysource import Translation, Unsupported
 from .trace import decode_state, read_args, to_op
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -676,19 +688,130 @@ def run_refinement_mutants(timeout_ms: int) -> list[ObligationResult]:
     return rows
 
 
+# -- the free queue's own source --------------------------------------------------------------
+
+SOURCE_TECHNIQUE = "refinement (from source)"
+
+SourceReplay = Callable[[pyrefine.Case, tuple[pyrefine.Patch, ...]], str]
+"""Runs a decoded counterexample on the patched queue class and on the real one; returns
+"confirmed: ..." when the patched class disagrees with the spec and the real one agrees.
+The proofs import no ``impl``: the caller that may (``kvpool.verify``, the tests) passes it."""
+
+
+def run_source(
+    timeout_ms: int = 30000,
+    mutants: dict[str, tuple[str, tuple[pyrefine.Patch, ...]]] | None = None,
+    replay: SourceReplay | None = None,
+    source: str | None = None,
+) -> list[ObligationResult]:
+    """``impl/free_queue.py`` refines the spec's sequence, proved from its source text: one
+    row per method (labelled with the lists and groups it is proved for), and one mutant
+    row per source mutant (default: :data:`pyrefine.SOURCE_MUTANTS`), each of which must
+    make the proof fail on a small concrete list; with ``replay`` the counterexample must
+    also be confirmed on the patched class. ``source`` replaces the real file (a test's
+    seeded bug)."""
+    rows: list[ObligationResult] = []
+    src = pyrefine.real_source() if source is None else source
+    try:
+        what = {
+            m: ch.what
+            for m, ch in pyrefine.checks(Translation(src, "FreeKVCacheBlockQueue")).items()
+        }
+        results = pyrefine.prove(src, timeout_ms=timeout_ms)
+    except Unsupported as exc:
+        return [
+            ObligationResult(
+                "impl/free_queue.py refines seq",
+                "refinement",
+                SOURCE_TECHNIQUE,
+                ("INV-LIST",),
+                "the source does not translate",
+                "unknown",
+                0.0,
+                replay=str(exc),
+            )
+        ]
+    for meth in pyrefine.METHODS:
+        rs = [r for r in results if r.op == meth]
+        bad = [r for r in rs if r.status != "proved"]
+        status = (
+            "proved"
+            if rs and not bad
+            else ("refuted" if any(r.status == "refuted" for r in bad) else "unknown")
+        )
+        rows.append(
+            ObligationResult(
+                f"FreeKVCacheBlockQueue.{meth} refines seq",
+                "refinement",
+                SOURCE_TECHNIQUE,
+                ("INV-LIST",),
+                f"{what[meth]} ({len(rs)} obligations)",
+                status,
+                sum(r.seconds for r in rs),
+                replay="; ".join(f"not proved: {r.step} ({r.status})" for r in bad),
+            )
+        )
+    for name, (idea, patches) in (pyrefine.SOURCE_MUTANTS if mutants is None else mutants).items():
+        rows.append(_source_mutant_row(name, idea, patches, timeout_ms, replay))
+    return rows
+
+
+def _source_mutant_row(
+    name: str,
+    idea: str,
+    patches: tuple[pyrefine.Patch, ...],
+    timeout_ms: int,
+    replay: SourceReplay | None,
+) -> ObligationResult:
+    row = ObligationResult(
+        f"free_queue.py refines seq [{name}]",
+        "mutant",
+        SOURCE_TECHNIQUE,
+        ("INV-LIST",),
+        idea,
+        "",
+        0.0,
+    )
+    t0 = time.perf_counter()
+    try:
+        hit, case = pyrefine.refute(patches, timeout_ms)
+    except pyrefine.PatchDoesNotApply as exc:
+        row.status, row.replay = "not-run", f"the mutant does not apply: {exc}"
+        return row
+    row.seconds = time.perf_counter() - t0
+    if hit is None or case is None:
+        row.status = "NOT-refuted"
+        return row
+    row.trace = [str(case)]
+    if replay is None:
+        row.status = "expected-refuted"
+        row.replay = "refuted by z3 (not replayed here: proofs import no impl)"
+        return row
+    row.replay = replay(case, patches)
+    row.status = "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
+    return row
+
+
 # -- everything ------------------------------------------------------------------------------
 
 
-PARTS = ("bmc-induction", "refinement", "differential", "fixedn", "spacer")
+PARTS = ("bmc-induction", "refinement", "source", "differential", "fixedn", "spacer")
 """The pieces of a profile that can run in separate processes (``make verify`` runs
 them side by side). BMC and the every-N induction share one: the induction's quantified
 queries were measured after BMC in the same process, and they are sensitive to what the
 process built before them."""
 
 
-def run(profile: str = "default", part: str | None = None) -> list[ObligationResult]:
+def run(
+    profile: str = "default",
+    part: str | None = None,
+    source_mutants: dict[str, tuple[str, tuple[pyrefine.Patch, ...]]] | None = None,
+    source_replay: SourceReplay | None = None,
+) -> list[ObligationResult]:
     """Every obligation of ``profile`` ("fast", "default" or "deep"), or of one of its
-    :data:`PARTS` (the same rows, in the same order within the part)."""
+    :data:`PARTS` (the same rows, in the same order within the part). ``source_mutants``
+    and ``source_replay``: the "source" part's mutants (default: the proof's own) and the
+    replay of their counterexamples (see :func:`run_source`)."""
     if part is not None and part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     p = PROFILES[profile]
@@ -722,6 +845,8 @@ def run(profile: str = "default", part: str | None = None) -> list[ObligationRes
         rows += run_induction_mutants(p["ind_timeout"] // 2)
     if want("refinement"):
         rows += run_refinement_mutants(p["ind_timeout"] // 4)
+    if want("source"):
+        rows += run_source(p["ind_timeout"] // 2, source_mutants, source_replay)
     if want("fixedn"):
         rows += run_fixedn(p["fixedn"], p["fixedn_timeout"], p["cvc5"])
         rows += run_fixedn_mutants(4, p["fixedn_mutants"])

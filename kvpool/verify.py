@@ -218,7 +218,7 @@ def run_unit_tests(profile: Profile) -> Check:
 PROOF_COSTS: dict[str, float] = {
     "bmc-induction": 110.0,
     "differential": 80.0,
-    "fixedn": 40.0,
+    "fixedn": 130.0,
     "refinement": 5.0,
     "source": 15.0,
     "spacer": 600.0,

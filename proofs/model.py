@@ -1033,3 +1033,35 @@ def isolated_check(
     if res == z3.sat:
         return "refuted", dt, sol.model().translate(z3.main_ctx())
     return "unknown", dt, None
+
+
+def isolated_checks(
+    hyp: list[z3.BoolRef], goals: list[z3.BoolRef], timeout_ms: int, seed: int = 0
+) -> list[tuple[str, float, z3.ModelRef | None]]:
+    """:func:`isolated_check` of each goal under the same ``hyp``, in one context of their
+    own: ``hyp`` is translated and asserted once, each goal asked under a push/pop, in
+    order, until the first one that is not proved (the answers so far are returned).
+    The answers depend on ``hyp`` and the goals alone, as with :func:`isolated_check`."""
+    ctx = z3.Context()
+    sol = z3.Solver(ctx=ctx)
+    sol.set("timeout", timeout_ms)
+    sol.set("random_seed", seed)
+    for a in hyp:
+        sol.add(a.translate(ctx))
+    out: list[tuple[str, float, z3.ModelRef | None]] = []
+    for g in goals:
+        sol.push()
+        sol.add(z3.Not(g).translate(ctx))
+        t0 = time.perf_counter()
+        res = sol.check()
+        dt = time.perf_counter() - t0
+        if res == z3.unsat:
+            out.append(("proved", dt, None))
+        elif res == z3.sat:
+            out.append(("refuted", dt, sol.model().translate(z3.main_ctx())))
+        else:
+            out.append(("unknown", dt, None))
+        sol.pop()
+        if res != z3.unsat:
+            break
+    return out

@@ -216,6 +216,48 @@ def test_fixed_n_induction_proves_every_obligation_and_cvc5_agrees() -> None:
     assert all(r.ok for r in rows), [(r.obligation, r.status) for r in rows if not r.ok]
 
 
+def test_a_goal_split_into_conjuncts_is_the_goal() -> None:
+    import z3
+
+    from kvpool.proofs import fixedn
+
+    st = fixedn.build(3)
+    split = 0
+    for name in ("ORD-HANDOUT", "WATCH-FIRE", "INV-FREE", "ORD-RELEASE"):
+        for op in ("GetNewBlocks", "FreeBlocks"):
+            goal = fixedn._case(st, op, st.goals[name])
+            parts = fixedn.conjuncts(goal)
+            split += len(parts) > 1
+            # the conjunction of the parts is equivalent to the goal: both directions
+            s = z3.Solver()
+            s.add(z3.Not(z3.And(parts) == goal))
+            assert s.check() == z3.unsat, (name, op)
+    assert split >= 4  # the split does split
+    # a split that drops a conjunct that matters is caught by the same check (most
+    # conjuncts hold of the transition by construction, without any hypothesis)
+    goal = fixedn._case(st, "GetNewBlocks", st.goals["ORD-HANDOUT"])
+    parts = fixedn.conjuncts(goal)
+    caught = 0
+    for i in range(len(parts)):
+        s = z3.Solver()
+        s.add(z3.Not(z3.And(parts[:i] + parts[i + 1 :]) == goal))
+        caught += s.check() == z3.sat
+    assert caught >= 1
+
+
+def test_the_split_step_refutes_a_mutant_and_keeps_every_query_for_export() -> None:
+    from kvpool.proofs import fixedn
+
+    bad = fixedn.build(5, bugs=frozenset(["lifo-handout"]))
+    (g,) = fixedn.step_goals(bad, ("ORD-HANDOUT",), ops=("GetNewBlocks",))
+    assert g.status == "refuted" and g.model is not None and g.query is g.queries[-1]
+    good = fixedn.build(3)
+    (g,) = fixedn.step_goals(good, ("ORD-HANDOUT",), ops=("GetNewBlocks",))
+    assert g.status == "proved" and len(g.all_queries()) == len(
+        fixedn.conjuncts(fixedn._case(good, "GetNewBlocks", good.goals["ORD-HANDOUT"]))
+    )
+
+
 @pytest.mark.parametrize("mutant", ["unpin-reversed", "free-partial-on-refusal", "watcher-kept"])
 def test_fixed_n_mutant_is_refuted_and_its_state_replays(mutant: str) -> None:
     rows = runner.run_fixedn_mutants(3, (mutant,))

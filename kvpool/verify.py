@@ -216,11 +216,11 @@ def run_unit_tests(profile: Profile) -> Check:
 # -- z3 and cvc5 ------------------------------------------------------------------------------
 
 PROOF_COSTS: dict[str, float] = {
-    "bmc-induction": 110.0,
+    "bmc-induction": 150.0,
     "differential": 80.0,
     "fixedn": 130.0,
-    "refinement": 5.0,
-    "source": 15.0,
+    "refinement": 35.0,
+    "source": 75.0,
     "spacer": 600.0,
 }
 
@@ -344,6 +344,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             extra.summary = "; ".join(
                 x for x in (extra.summary, f"{r.status}: {r.bounds}" if r.ok else "") if x
             )
+            if r.status == "partly-confirmed":  # which ones cvc5 did not confirm, by name
+                extra.summary += f" ({r.replay})"
             if not r.ok:
                 extra.summary += f" NOT ok: {r.obligation}: {r.status} {r.replay}"
             continue

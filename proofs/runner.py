@@ -22,7 +22,7 @@ from . import (
     smtlib,
     spacer,
 )
-from .model import OPS
+from .model import OPS, Record, named, recording
 from .mutants import MUTANTS, BuggyWorld, world_class
 from .props import STRONG_PARTS
 from .pysource import Translation, Unsupported
@@ -38,6 +38,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fixedn": (1, 2, 3),
         "fixedn_timeout": 120000,
         "cvc5": (2,),
+        # cvc5 on the every-N induction's and the refinements' proved queries
+        "cvc5_quantified": False,
         "spacer": (),
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
@@ -55,6 +57,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fixedn": (1, 2, 3, 4, 5, 6, 7, 8),
         "fixedn_timeout": 120000,
         "cvc5": (2, 3),
+        "cvc5_quantified": True,
         "spacer": (),
         "fixedn_mutants": None,
         "ind_timeout": 60000,
@@ -68,6 +71,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fixedn": (1, 2, 3, 4, 5, 6, 7, 8),
         "fixedn_timeout": 300000,
         "cvc5": (1, 2, 3, 4, 5, 6, 7, 8),
+        "cvc5_quantified": True,
         "spacer": (3, 4, 5, 6),
         "fixedn_mutants": None,
         "ind_timeout": 120000,
@@ -95,7 +99,16 @@ class ObligationResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("proved", "expected-refuted", "agree", "witnessed", "caught")
+        # "partly-confirmed": the second solver disagreed on nothing but did not confirm
+        # every obligation (which ones is in the row): shown as such, not as "agree"
+        return self.status in (
+            "proved",
+            "expected-refuted",
+            "agree",
+            "partly-confirmed",
+            "witnessed",
+            "caught",
+        )
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -545,6 +558,60 @@ def _cvc5_row(n: int, proved: list[fixedn.Goal], timeout_ms: int) -> ObligationR
     )
 
 
+QUANTIFIED_CVC5_MS = 5000
+"""cvc5's time limit on a quantified query (every-N induction, refinement): an unknown is
+reported as not confirmed, so a longer limit only buys more confirmations."""
+
+
+def cvc5_recorded_row(
+    label: str, records: list[Record], timeout_ms: int = QUANTIFIED_CVC5_MS
+) -> ObligationResult:
+    """cvc5 on every query z3 proved among ``records`` (lambdas lifted to arrays with
+    axioms, :func:`smtlib.to_smt2_lifted`). Grouped by obligation name: a name is
+    *confirmed* when cvc5 says unsat on every query z3 proved under it. cvc5 ``sat`` on
+    any of them is a disagreement and fails the row; ``unknown`` (its time limit, or
+    quantifiers it gives up on) or text cvc5 refuses leaves the name *not confirmed*,
+    listed by name in the row, never counted as confirmed."""
+    t0 = time.perf_counter()
+    names: dict[str, list[str]] = {}
+    for name, hyp, goal, status in records:
+        if status != "proved":
+            continue
+        v, _ = smtlib.cvc5_check_bounded(smtlib.to_smt2_lifted([*hyp, z3.Not(goal)]), timeout_ms)
+        names.setdefault(name, []).append(v)
+    confirmed = [n for n, vs in names.items() if all(v == "unsat" for v in vs)]
+    disagree = [n for n, vs in names.items() if "sat" in vs]
+    open_ = [
+        f"{n} ({', '.join(sorted({v for v in vs if v != 'unsat'}))})"
+        for n, vs in names.items()
+        if n not in confirmed and n not in disagree
+    ]
+    status = (
+        "disagree"
+        if disagree
+        else "not-run"
+        if not names
+        else "agree"
+        if not open_
+        else "partly-confirmed"
+    )
+    return ObligationResult(
+        f"cvc5 re-checks {label}",
+        "second solver",
+        "cvc5 (SMT-LIB 2 from z3, lambdas lifted)",
+        (),
+        f"{label}: cvc5 confirms {len(confirmed)} of {len(names)} obligations z3 proved "
+        f"({sum(len(v) for v in names.values())} queries, {timeout_ms // 1000} s each)"
+        + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
+        status,
+        time.perf_counter() - t0,
+        replay="; ".join(
+            ([f"cvc5 says sat (disagrees) on: {', '.join(disagree)}"] if disagree else [])
+            + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
+        ),
+    )
+
+
 def _witness_row(st: fixedn.Step, n: int) -> ObligationResult:
     """Every case's hypothesis is satisfiable, and its model is a state the spec accepts."""
     ws = fixedn.witnesses(st)
@@ -780,7 +847,8 @@ def _source_mutant_row(
     )
     t0 = time.perf_counter()
     try:
-        hit, case = pyrefine.refute(patches, timeout_ms)
+        with named(f"mutant: {name}"):
+            hit, case = pyrefine.refute(patches, timeout_ms)
     except pyrefine.PatchDoesNotApply as exc:
         row.status, row.replay = "not-run", f"the mutant does not apply: {exc}"
         return row
@@ -833,9 +901,15 @@ def run(
         # built before them (z3 orders terms by id): they run before the fixed-N ones, as
         # they did when they were measured (S => INV-FREE went unknown at 60 s when run
         # after them)
-        rows += run_induction(p["ind_timeout"])
+        with recording() as rec:
+            rows += run_induction(p["ind_timeout"])
+        if p["cvc5_quantified"]:
+            rows.append(cvc5_recorded_row("the every-N induction", rec))
     if want("refinement"):
-        rows += run_refinement(p["ind_timeout"] // 2)
+        with recording() as rec:
+            rows += run_refinement(p["ind_timeout"] // 2)
+        if p["cvc5_quantified"]:
+            rows.append(cvc5_recorded_row("the list refinement (transcribed)", rec))
     if want("differential"):
         rows += [ObligationResult(**r) for r in differential.rows(p["diff"])]
         if p["diff_mutants"]:
@@ -852,7 +926,12 @@ def run(
     if want("refinement"):
         rows += run_refinement_mutants(p["ind_timeout"] // 4)
     if want("source"):
-        rows += run_source(p["ind_timeout"] // 2, source_mutants, source_replay)
+        with recording() as rec:
+            rows += run_source(p["ind_timeout"] // 2, source_mutants, source_replay)
+        if p["cvc5_quantified"]:
+            # (the mutants' queries are not proofs: only the real source's proved ones)
+            proofs = [r for r in rec if not r[0].startswith("mutant:")]
+            rows.append(cvc5_recorded_row("free_queue.py from source", proofs))
     if want("fixedn"):
         rows += run_fixedn(p["fixedn"], p["fixedn_timeout"], p["cvc5"])
         rows += run_fixedn_mutants(4, p["fixedn_mutants"])

@@ -1,8 +1,9 @@
 """``make verify``: run every check kvpool has and print what was proved, checked and found.
 
 Each *technique* (the columns: Hypothesis lockstep, z3 BMC, z3 fixed-N induction,
-z3 induction, refinement, CrossHair, golden vectors, oracle) reports a :class:`Cell`
-for each invariant or rule it covers (the rows). A cell says exactly how strong it is:
+z3 induction, refinement, refinement (from source), CrossHair, golden vectors, oracle)
+reports a :class:`Cell` for each invariant or rule it covers (the rows). A cell says
+exactly how strong it is:
 
 * ``proved every N`` -- a solver's unsat for every pool size and every run length;
 * ``proved every k`` -- a solver's unsat for every run length, at the pool sizes N it

@@ -647,6 +647,7 @@ def run_fixedn_mutants(
     which: tuple[str, ...] | None,
     parts: tuple[str, ...] | None = None,
     timeout_ms: int = 60000,
+    split: bool = False,
 ) -> list[ObligationResult]:
     """Each mutant's claimed obligations, refuted by the step at N=n, the pre-state decoded
     (it must satisfy the spec's invariants) and the call replayed on the buggy spec."""
@@ -661,13 +662,19 @@ def run_fixedn_mutants(
         for ob in claims:
             ops = MUTANT_OPS.get(m.name, OPS)
             ops = (*ops, *(o for o in OPS if o not in ops))
-            row = _fixedn_mutant_row(st, m.name, ob, ops, n, timeout_ms)
+            row = _fixedn_mutant_row(st, m.name, ob, ops, n, timeout_ms, split)
             rows.append(row)
     return rows
 
 
 def _fixedn_mutant_row(
-    st: fixedn.Step, bug: str, ob: str, ops: tuple[str, ...], n: int, timeout_ms: int
+    st: fixedn.Step,
+    bug: str,
+    ob: str,
+    ops: tuple[str, ...],
+    n: int,
+    timeout_ms: int,
+    split: bool = False,
 ) -> ObligationResult:
     """Refute ``ob`` on the buggy step; a refutation the spec does not confirm is retried
     (up to 3 times) with that call excluded, as a counterexample search would."""
@@ -678,11 +685,11 @@ def _fixedn_mutant_row(
     for _ in range(3):
         gs: list[fixedn.Goal] = []
         for op in ops:
-            # (the whole step, not split into conjuncts: split, the first conjunct
-            # refuted for unpin-append-always gave a call the buggy spec does not break
-            # INV-FREE on, three times over; whole, z3's first model is confirmed)
+            # (by default the whole step, not split into conjuncts: split, the first
+            # conjunct refuted for unpin-append-always gave a call the buggy spec does not
+            # break INV-FREE on, three times over; whole, z3's first model is confirmed)
             gs += fixedn.step_goals(
-                st, (ob,), timeout_ms, (op,), direct=True, extra=tuple(tried), split=False
+                st, (ob,), timeout_ms, (op,), direct=True, extra=tuple(tried), split=split
             )
             if gs[-1].status == "refuted":
                 break
@@ -935,6 +942,10 @@ def run(
     if want("fixedn"):
         rows += run_fixedn(p["fixedn"], p["fixedn_timeout"], p["cvc5"])
         rows += run_fixedn_mutants(4, p["fixedn_mutants"])
+        top = max(p["fixedn"])
+        if top > 4:
+            # the largest N's proof, split as it is proved, refutes a mutant too
+            rows += run_fixedn_mutants(top, ("lifo-handout",), ("ORD-HANDOUT",), split=True)
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], 300000)
     return rows

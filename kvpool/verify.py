@@ -219,7 +219,7 @@ def run_unit_tests(profile: Profile) -> Check:
 PROOF_COSTS: dict[str, float] = {
     "bmc-induction": 150.0,
     "differential": 80.0,
-    "fixedn": 130.0,
+    "fixedn": 160.0,
     "refinement": 35.0,
     "source": 75.0,
     "spacer": 600.0,

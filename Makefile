@@ -101,7 +101,7 @@ oracle-bench: $(STAMP)  ## checking throughput of the oracle: every level, 1,000
 .PHONY: proofs proofs-deep
 # z3 proofs (BMC, unbounded induction, linked-list refinement, mutants); `python -m kvpool.proofs
 # --help` for --deep / --fast / --json FILE. PROOFS_ARGS passes extra flags.
-proofs: $(STAMP)  ## z3: fixed-N induction (every k, N 1..6) with cvc5, induction for every N, BMC and mutants, the list refinement
+proofs: $(STAMP)  ## z3: fixed-N induction (every k, N 1..8) with cvc5, induction for every N, BMC and mutants, the list refinement
 	$(BIN)/python -m kvpool.proofs $(PROOFS_ARGS)
 
 proofs-deep: $(STAMP)  ## the proofs with the deep profile: fixed-N to N=8, BMC 6x8, Spacer, cvc5 at every N

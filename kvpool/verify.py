@@ -1,8 +1,9 @@
 """``make verify``: run every check kvpool has and print what was proved, checked and found.
 
 Each *technique* (the columns: Hypothesis lockstep, z3 BMC, z3 fixed-N induction,
-z3 induction, refinement, CrossHair, golden vectors, oracle) reports a :class:`Cell`
-for each invariant or rule it covers (the rows). A cell says exactly how strong it is:
+z3 induction, refinement, refinement (from source), CrossHair, golden vectors, oracle)
+reports a :class:`Cell` for each invariant or rule it covers (the rows). A cell says
+exactly how strong it is:
 
 * ``proved every N`` -- a solver's unsat for every pool size and every run length;
 * ``proved every k`` -- a solver's unsat for every run length, at the pool sizes N it
@@ -74,6 +75,7 @@ TECHNIQUES = (
     "z3 induction (fixed N)",
     "z3 induction",
     "refinement",
+    "refinement (from source)",
     "CrossHair",
     "golden vectors",
     "oracle",
@@ -215,10 +217,11 @@ def run_unit_tests(profile: Profile) -> Check:
 # -- z3 and cvc5 ------------------------------------------------------------------------------
 
 PROOF_COSTS: dict[str, float] = {
-    "bmc-induction": 110.0,
+    "bmc-induction": 150.0,
     "differential": 80.0,
-    "fixedn": 40.0,
-    "refinement": 5.0,
+    "fixedn": 160.0,
+    "refinement": 35.0,
+    "source": 75.0,
     "spacer": 600.0,
 }
 
@@ -232,8 +235,38 @@ def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
 def _proof_work(profile: Profile, part: str) -> Any:
     from kvpool.proofs import runner as proofs
 
-    rows = proofs.run("fast" if profile == "fast" else "default", part)
+    if part == "source":
+        mutants, replay = source_mutants()
+        rows = proofs.run("fast" if profile == "fast" else "default", part, mutants, replay)
+    else:
+        rows = proofs.run("fast" if profile == "fast" else "default", part)
     return [asdict(r) for r in rows]
+
+
+def source_mutants() -> tuple[dict[str, tuple[str, tuple[tuple[str, str], ...]]], Any]:
+    """The "source" proof part's mutants: the proof's own and every queue mutant of the
+    catalogue, applied to ``impl/free_queue.py``; and the replay of a counterexample on
+    the patched class (which must disagree with the spec) and on the real one (which
+    must agree), here because the proofs import no ``impl``."""
+    from kvpool.impl import FreeKVCacheBlockQueue, KVCacheBlock
+    from kvpool.mutants import CATALOGUE, queue_class
+    from kvpool.proofs import pyrefine
+
+    mutants = {
+        **pyrefine.SOURCE_MUTANTS,
+        **{m.name: (m.story, m.queue_patches) for m in CATALOGUE.values() if m.queue_patches},
+    }
+
+    def replay(case: pyrefine.Case, patches: tuple[tuple[str, str], ...]) -> str:
+        buggy = pyrefine.replay(case, queue_class(patches, "source-replay"), KVCacheBlock)
+        real = pyrefine.replay(case, FreeKVCacheBlockQueue, KVCacheBlock)
+        if real != "agrees":
+            return f"NOT confirmed: the real queue does not agree either ({real})"
+        if buggy == "agrees":
+            return "NOT confirmed: the patched queue agrees with the spec"
+        return f"confirmed: {case}: {buggy}"
+
+    return mutants, replay
 
 
 def _proof_combine(profile: Profile, payloads: list[Any]) -> list[Check]:
@@ -254,13 +287,33 @@ def run_proofs(profile: Profile) -> list[Check]:
     return proof_checks(proofs.run("fast" if profile == "fast" else "default"))
 
 
+def source_detail() -> str:
+    """The source refinement's cell: every list length, but the checked ``append_n`` and
+    ``prepend_n`` only for groups of a bounded size (their loops are unrolled)."""
+    from kvpool.proofs.pyrefine import GROUP_BOUND
+
+    return f"free_queue.py's source: every list; append_n/prepend_n groups of <= {GROUP_BOUND}"
+
+
+def _catalogue_names() -> set[str]:
+    from kvpool.mutants import CATALOGUE
+
+    return set(CATALOGUE)
+
+
 def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     """The proofs runner's rows as checks: one per technique, and the extras
     (differential, witnesses, second solver) that fill no column."""
     from kvpool.proofs import runner as proofs
 
     checks: dict[str, Check] = {}
-    for technique in ("z3 BMC", proofs.FIXEDN_TECHNIQUE, "z3 induction", "refinement"):
+    for technique in (
+        "z3 BMC",
+        proofs.FIXEDN_TECHNIQUE,
+        "z3 induction",
+        "refinement",
+        proofs.SOURCE_TECHNIQUE,
+    ):
         checks[technique] = Check(technique, technique, True, "", 0.0)
     extras = {
         "differential": Check("z3 encoding vs spec (differential)", None, True, "", 0.0),
@@ -268,6 +321,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         "second solver": Check("cvc5 re-checks z3's proofs (SMT-LIB 2)", None, True, "", 0.0),
     }
     fixed_ns: dict[str, list[int]] = {}
+    n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     for r in rows:
         if r.kind == "differential" and r.status in ("caught", "missed"):
@@ -291,6 +345,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             extra.summary = "; ".join(
                 x for x in (extra.summary, f"{r.status}: {r.bounds}" if r.ok else "") if x
             )
+            if r.status == "partly-confirmed":  # which ones cvc5 did not confirm, by name
+                extra.summary += f" ({r.replay})"
             if not r.ok:
                 extra.summary += f" NOT ok: {r.obligation}: {r.status} {r.replay}"
             continue
@@ -298,8 +354,21 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         if check is None:
             continue
         check.seconds += r.seconds
+        if r.technique == proofs.SOURCE_TECHNIQUE and r.kind == "refinement":
+            n_methods[r.ok] = n_methods.get(r.ok, 0) + 1
         if r.kind == "mutant":
             name = r.obligation.rsplit("[", 1)[-1].rstrip("]")
+            if r.technique == proofs.SOURCE_TECHNIQUE:
+                # a catalogue mutant keeps its name (the catalogue table shows who caught
+                # it); the proof's own mutants of the source are named as such
+                key = name if name in _catalogue_names() else f"source:{name}"
+                check.caught[key] = check.caught.get(key, False) or r.ok
+                if r.ok:
+                    check.evidence.setdefault(key, "INV-LIST, from source")
+                else:
+                    check.ok = False
+                    check.summary += f" NOT refuted: {name} ({r.status})"
+                continue
             check.caught[f"spec:{name}"] = check.caught.get(f"spec:{name}", False) or r.ok
             if r.ok:
                 check.evidence.setdefault(f"spec:{name}", ", ".join(r.invariants))
@@ -325,12 +394,24 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                     check.cells[inv] = Cell("proved every N", "every N")
                 else:
                     check.cells[inv] = Cell("partial", "per-block/permutation form; sum on paper")
+            elif r.kind == "refinement" and r.technique == proofs.SOURCE_TECHNIQUE:
+                check.cells[inv] = Cell("proved every N", source_detail())
             elif r.kind == "refinement":
                 check.cells[inv] = Cell("proved every N", "every list, transcribed methods")
             elif cell is None:
                 check.cells[inv] = Cell("bounded", r.bounds.split(" keys")[0])
     for check in checks.values():
         n_ok = sum(1 for c in check.cells.values() if c.status not in ("failed", "partial"))
+        if check.technique == proofs.SOURCE_TECHNIQUE:
+            check.summary = (
+                f"{n_methods.get(True, 0)}/{sum(n_methods.values())} methods of "
+                f"impl/free_queue.py proved from source, "
+                f"{sum(check.caught.values())}/{len(check.caught)} queue mutants refuted"
+                + check.summary
+            )
+            if not n_methods or not check.caught:
+                check.ok, check.summary = False, "not run"
+            continue
         check.summary = (
             f"{n_ok} rows {'proved' if check.technique != 'z3 BMC' else 'bounded'}, "
             f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"

@@ -81,6 +81,12 @@ def _patched(module: types.ModuleType, patches: tuple[Patch, ...], tag: str) -> 
     return namespace
 
 
+def queue_class(patches: tuple[Patch, ...], tag: str) -> type:
+    """``FreeKVCacheBlockQueue`` with ``patches`` applied to its source (a queue mutant)."""
+    cls: type = _patched(_real_queue, patches, tag)["FreeKVCacheBlockQueue"]
+    return cls
+
+
 @cache
 def _build(mutant: Mutant) -> type[BlockPool]:  # cached by name, patches (hints excluded)
     pool_ns = _patched(_real_pool, mutant.pool_patches, mutant.name)
@@ -760,4 +766,12 @@ def get(name: str) -> Mutant:
         raise KeyError(f"no mutant {name!r}; known: {', '.join(CATALOGUE)}") from None
 
 
-__all__ = ["CATALOGUE", "MUTANTS", "VLLM_API_MUTANTS", "Mutant", "MutantDoesNotApply", "get"]
+__all__ = [
+    "CATALOGUE",
+    "MUTANTS",
+    "VLLM_API_MUTANTS",
+    "Mutant",
+    "MutantDoesNotApply",
+    "get",
+    "queue_class",
+]

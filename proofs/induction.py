@@ -30,6 +30,7 @@ from .model import (
     fresh_state,
     initial,
     isolated_check,
+    named,
     transition,
 )
 
@@ -85,12 +86,13 @@ def step_goals(
     out = []
     for p in parts or tuple(St):
         for op in ops:
-            status, dt, m = _solve(
-                [*base, a.kind == OPK[op]],  # type: ignore[attr-defined]
-                St[p],
-                timeout_ms,
-                N if refute else None,
-            )
+            with named(f"S and T => {p} / {op}"):
+                status, dt, m = _solve(
+                    [*base, a.kind == OPK[op]],  # type: ignore[attr-defined]
+                    St[p],
+                    timeout_ms,
+                    N if refute else None,
+                )
             out.append(Goal(p, op, status, dt, m, (cfg, s, a)))
             if refute and status == "refuted":
                 return out
@@ -111,7 +113,8 @@ def init_goals(
         s0 = replace(s0, q=d.mk(lambda i: i, "int"), pos=d.mk(lambda b: b, "int"), L=d.N)
     out = []
     for p, g in props.strong(cfg, s0).items():
-        status, dt, m = _solve([cfg.dom.N >= 1], g, timeout_ms, None)
+        with named(f"init => {p}"):
+            status, dt, m = _solve([cfg.dom.N >= 1], g, timeout_ms, None)
         out.append(Goal(p, "init", status, dt, m))
     return out
 
@@ -149,13 +152,14 @@ def lemma_goals(
         # follow) INV-X is asked of S alone, so a refutation breaks INV-X itself
         steps = [([], stones[name]), ([stones[name]], g)] if name in stones else []
         status, dt, m = "proved", 0.0, None
-        for extra, goal in steps:
-            status, took, m = _solve([*hyp, *extra], goal, timeout_ms, bound, seed)
-            dt += took
-            if status != "proved":
-                break
-        if status != "proved" or not steps:
-            status, took, m = _solve(hyp, g, timeout_ms, bound, seed)
-            dt += took
+        with named(f"S => {name}"):
+            for extra, goal in steps:
+                status, took, m = _solve([*hyp, *extra], goal, timeout_ms, bound, seed)
+                dt += took
+                if status != "proved":
+                    break
+            if status != "proved" or not steps:
+                status, took, m = _solve(hyp, g, timeout_ms, bound, seed)
+                dt += took
         out.append(Goal(name, "lemma", status, dt, m, (cfg, s, None)))
     return out

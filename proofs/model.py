@@ -31,8 +31,9 @@ encoding (and :mod:`kvpool.proofs.mutants` re-creates it in the executable spec)
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeAlias
 
@@ -1006,6 +1007,40 @@ def transition(cfg: Config, s: State, a: Args) -> tuple[State, Result]:
     return nxt, Result(err, value, usage, gres.ret, fire, fire_key)
 
 
+Record = tuple[str, list[z3.BoolRef], z3.BoolRef, str]
+"""One query asked of z3: the obligation's name, its hypotheses, its goal, z3's answer."""
+
+_RECORDERS: list[list[Record]] = []
+_NAMES: list[str] = []
+
+
+@contextlib.contextmanager
+def named(name: str) -> Iterator[None]:
+    """The queries asked inside the block are recorded under ``name``."""
+    _NAMES.append(name)
+    try:
+        yield
+    finally:
+        _NAMES.pop()
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Record]]:
+    """Every query :func:`isolated_check` and :func:`isolated_checks` ask inside the
+    block, with z3's answer, in order (so a second solver can re-check the proved ones)."""
+    rec: list[Record] = []
+    _RECORDERS.append(rec)
+    try:
+        yield rec
+    finally:
+        _RECORDERS.remove(rec)
+
+
+def _record(hyp: list[z3.BoolRef], goal: z3.BoolRef, status: str) -> None:
+    for rec in _RECORDERS:
+        rec.append((_NAMES[-1] if _NAMES else "?", list(hyp), goal, status))
+
+
 def isolated_check(
     hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int, seed: int = 0
 ) -> tuple[str, float, z3.ModelRef | None]:
@@ -1029,7 +1064,43 @@ def isolated_check(
     res = sol.check()
     dt = time.perf_counter() - t0
     if res == z3.unsat:
+        _record(hyp, goal, "proved")
         return "proved", dt, None
     if res == z3.sat:
+        _record(hyp, goal, "refuted")
         return "refuted", dt, sol.model().translate(z3.main_ctx())
+    _record(hyp, goal, "unknown")
     return "unknown", dt, None
+
+
+def isolated_checks(
+    hyp: list[z3.BoolRef], goals: list[z3.BoolRef], timeout_ms: int, seed: int = 0
+) -> list[tuple[str, float, z3.ModelRef | None]]:
+    """:func:`isolated_check` of each goal under the same ``hyp``, in one context of their
+    own: ``hyp`` is translated and asserted once, each goal asked under a push/pop, in
+    order, until the first one that is not proved (the answers so far are returned).
+    The answers depend on ``hyp`` and the goals alone, as with :func:`isolated_check`."""
+    ctx = z3.Context()
+    sol = z3.Solver(ctx=ctx)
+    sol.set("timeout", timeout_ms)
+    sol.set("random_seed", seed)
+    for a in hyp:
+        sol.add(a.translate(ctx))
+    out: list[tuple[str, float, z3.ModelRef | None]] = []
+    for g in goals:
+        sol.push()
+        sol.add(z3.Not(g).translate(ctx))
+        t0 = time.perf_counter()
+        res = sol.check()
+        dt = time.perf_counter() - t0
+        _record(hyp, g, "proved" if res == z3.unsat else "refuted" if res == z3.sat else "unknown")
+        if res == z3.unsat:
+            out.append(("proved", dt, None))
+        elif res == z3.sat:
+            out.append(("refuted", dt, sol.model().translate(z3.main_ctx())))
+        else:
+            out.append(("unknown", dt, None))
+        sol.pop()
+        if res != z3.unsat:
+            break
+    return out

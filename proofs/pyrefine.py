@@ -37,7 +37,7 @@ import z3  # type: ignore[import-untyped]
 
 from kvpool.spec.errors import InsufficientFreeBlocks, InvalidArgument
 
-from .model import isolated_check
+from .model import isolated_check, named
 from .pysource import (
     HEAD,
     NONE,
@@ -393,7 +393,8 @@ def prove(
     rows: list[SourceResult] = []
     for meth in methods:
         for step, hyps, goal in obligations(tr, meth):
-            st, dt, mdl = isolated_check(hyps, goal, timeout_ms)
+            with named(f"{meth} ({step})"):
+                st, dt, mdl = isolated_check(hyps, goal, timeout_ms)
             rows.append(SourceResult("REFINE-SRC", meth, step, st, dt, mdl))
             if stop_at_first_failure and st != "proved":
                 return rows

@@ -20,7 +20,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from .model import isolated_check
+from .model import isolated_check, named
 
 HEAD, TAIL, NONE = -1, -2, -3
 A = z3.Array
@@ -214,7 +214,8 @@ def single_ops(
     for op, (hyp, goal) in cases.items():
         if only and op != only:
             continue
-        st, dt, m = isolated_check(hyp, goal, timeout_ms)
+        with named(f"{op} refines seq (whole)"):
+            st, dt, m = isolated_check(hyp, goal, timeout_ms)
         out.append(RefResult("REFINE", op, "whole", st, dt, m, (c, a, x)))
     return out
 
@@ -291,7 +292,8 @@ def n_block_ops(
     }
     if not only or only == "append_n":
         for step, (hyp, g) in goals.items():
-            st, dt, mdl = isolated_check(hyp, g, timeout_ms)
+            with named(f"append_n refines seq ({step})"):
+                st, dt, mdl = isolated_check(hyp, g, timeout_ms)
             out.append(RefResult("REFINE", "append_n", step, st, dt, mdl))
 
     # prepend_n: prev = head; for b in bl: prev.next = b; b.prev = prev; prev = b
@@ -324,7 +326,8 @@ def n_block_ops(
     }
     if not only or only == "prepend_n":
         for step, (hyp, g) in goals.items():
-            st, dt, mdl = isolated_check(hyp, g, timeout_ms)
+            with named(f"prepend_n refines seq ({step})"):
+                st, dt, mdl = isolated_check(hyp, g, timeout_ms)
             out.append(RefResult("REFINE", "prepend_n", step, st, dt, mdl))
 
     # popleft_n(k): node = head.next; repeat k: out.append(node); nx = node.next;
@@ -371,7 +374,8 @@ def n_block_ops(
     }
     if not only or only == "popleft_n":
         for step, (hyp, g) in goals.items():
-            st, dt, mdl = isolated_check(hyp, g, timeout_ms)
+            with named(f"popleft_n refines seq ({step})"):
+                st, dt, mdl = isolated_check(hyp, g, timeout_ms)
             out.append(RefResult("REFINE", "popleft_n", step, st, dt, mdl))
     return out
 

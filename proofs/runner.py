@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -10,10 +11,21 @@ import z3  # type: ignore[import-untyped]
 
 from kvpool.spec import INVARIANTS, Op, World, check_pool
 
-from . import bmc, differential, fixedn, induction, listreplay, refinement, smtlib, spacer
-from .model import OPS
+from . import (
+    bmc,
+    differential,
+    fixedn,
+    induction,
+    listreplay,
+    pyrefine,
+    refinement,
+    smtlib,
+    spacer,
+)
+from .model import OPS, Record, named, recording
 from .mutants import MUTANTS, BuggyWorld, world_class
 from .props import STRONG_PARTS
+from .pysource import Translation, Unsupported
 from .trace import decode_state, read_args, to_op
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -26,6 +38,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fixedn": (1, 2, 3),
         "fixedn_timeout": 120000,
         "cvc5": (2,),
+        # cvc5 on the every-N induction's and the refinements' proved queries
+        "cvc5_quantified": False,
         "spacer": (),
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
@@ -38,11 +52,13 @@ PROFILES: dict[str, dict[str, Any]] = {
     # `make proofs` / `make verify`
     "default": {
         # BMC's proof rows are a cross-check of the fixed-N induction (which covers every k
-        # at N <= 7); its counterexample search on the mutants is what it is there for
+        # at N <= 8); its counterexample search on the mutants is what it is there for
         "bmc": (4, 4, 2),
-        "fixedn": (1, 2, 3, 4, 5, 6),
+        "fixedn": (1, 2, 3, 4, 5, 6, 7, 8),
         "fixedn_timeout": 120000,
-        "cvc5": (2, 3),
+        # every proved query at these N (1..4: 427 to 1170 queries each, 5 to 26 s)
+        "cvc5": (1, 2, 3, 4),
+        "cvc5_quantified": True,
         "spacer": (),
         "fixedn_mutants": None,
         "ind_timeout": 60000,
@@ -56,6 +72,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fixedn": (1, 2, 3, 4, 5, 6, 7, 8),
         "fixedn_timeout": 300000,
         "cvc5": (1, 2, 3, 4, 5, 6, 7, 8),
+        "cvc5_quantified": True,
         "spacer": (3, 4, 5, 6),
         "fixedn_mutants": None,
         "ind_timeout": 120000,
@@ -83,7 +100,16 @@ class ObligationResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("proved", "expected-refuted", "agree", "witnessed", "caught")
+        # "partly-confirmed": the second solver disagreed on nothing but did not confirm
+        # every obligation (which ones is in the row): shown as such, not as "agree"
+        return self.status in (
+            "proved",
+            "expected-refuted",
+            "agree",
+            "partly-confirmed",
+            "witnessed",
+            "caught",
+        )
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -508,10 +534,11 @@ def _cvc5_row(n: int, proved: list[fixedn.Goal], timeout_ms: int) -> ObligationR
     verdicts: dict[str, int] = {}
     problems: list[str] = []
     for g in proved:
-        v, _ = smtlib.cvc5_check(smtlib.to_smt2(g.query), timeout_ms)
-        verdicts[v] = verdicts.get(v, 0) + 1
-        if v != "unsat":
-            problems.append(f"{g.name} {g.kind} {g.op}: cvc5 says {v}")
+        for q in g.all_queries():
+            v, _ = smtlib.cvc5_check(smtlib.to_smt2(q), timeout_ms)
+            verdicts[v] = verdicts.get(v, 0) + 1
+            if v != "unsat":
+                problems.append(f"{g.name} {g.kind} {g.op}: cvc5 says {v}")
     # (at N=1 there is no block to touch: the probe runs on 2 blocks)
     bad = fixedn.build(max(n, 2), bugs=frozenset(["touch-no-remove"]))
     (probe,) = fixedn.step_goals(bad, ("INV-FREE",), timeout_ms, ("Touch",), direct=True)
@@ -529,6 +556,60 @@ def _cvc5_row(n: int, proved: list[fixedn.Goal], timeout_ms: int) -> ObligationR
         "agree" if not problems else ("disagree" if disagree else "unknown"),
         time.perf_counter() - t0,
         replay="; ".join(problems[:3]),
+    )
+
+
+QUANTIFIED_CVC5_MS = 5000
+"""cvc5's time limit on a quantified query (every-N induction, refinement): an unknown is
+reported as not confirmed, so a longer limit only buys more confirmations."""
+
+
+def cvc5_recorded_row(
+    label: str, records: list[Record], timeout_ms: int = QUANTIFIED_CVC5_MS
+) -> ObligationResult:
+    """cvc5 on every query z3 proved among ``records`` (lambdas lifted to arrays with
+    axioms, :func:`smtlib.to_smt2_lifted`). Grouped by obligation name: a name is
+    *confirmed* when cvc5 says unsat on every query z3 proved under it. cvc5 ``sat`` on
+    any of them is a disagreement and fails the row; ``unknown`` (its time limit, or
+    quantifiers it gives up on) or text cvc5 refuses leaves the name *not confirmed*,
+    listed by name in the row, never counted as confirmed."""
+    t0 = time.perf_counter()
+    names: dict[str, list[str]] = {}
+    for name, hyp, goal, status in records:
+        if status != "proved":
+            continue
+        v, _ = smtlib.cvc5_check_bounded(smtlib.to_smt2_lifted([*hyp, z3.Not(goal)]), timeout_ms)
+        names.setdefault(name, []).append(v)
+    confirmed = [n for n, vs in names.items() if all(v == "unsat" for v in vs)]
+    disagree = [n for n, vs in names.items() if "sat" in vs]
+    open_ = [
+        f"{n} ({', '.join(sorted({v for v in vs if v != 'unsat'}))})"
+        for n, vs in names.items()
+        if n not in confirmed and n not in disagree
+    ]
+    status = (
+        "disagree"
+        if disagree
+        else "not-run"
+        if not names
+        else "agree"
+        if not open_
+        else "partly-confirmed"
+    )
+    return ObligationResult(
+        f"cvc5 re-checks {label}",
+        "second solver",
+        "cvc5 (SMT-LIB 2 from z3, lambdas lifted)",
+        (),
+        f"{label}: cvc5 confirms {len(confirmed)} of {len(names)} obligations z3 proved "
+        f"({sum(len(v) for v in names.values())} queries, {timeout_ms // 1000} s each)"
+        + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
+        status,
+        time.perf_counter() - t0,
+        replay="; ".join(
+            ([f"cvc5 says sat (disagrees) on: {', '.join(disagree)}"] if disagree else [])
+            + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
+        ),
     )
 
 
@@ -567,6 +648,7 @@ def run_fixedn_mutants(
     which: tuple[str, ...] | None,
     parts: tuple[str, ...] | None = None,
     timeout_ms: int = 60000,
+    split: bool = False,
 ) -> list[ObligationResult]:
     """Each mutant's claimed obligations, refuted by the step at N=n, the pre-state decoded
     (it must satisfy the spec's invariants) and the call replayed on the buggy spec."""
@@ -581,13 +663,19 @@ def run_fixedn_mutants(
         for ob in claims:
             ops = MUTANT_OPS.get(m.name, OPS)
             ops = (*ops, *(o for o in OPS if o not in ops))
-            row = _fixedn_mutant_row(st, m.name, ob, ops, n, timeout_ms)
+            row = _fixedn_mutant_row(st, m.name, ob, ops, n, timeout_ms, split)
             rows.append(row)
     return rows
 
 
 def _fixedn_mutant_row(
-    st: fixedn.Step, bug: str, ob: str, ops: tuple[str, ...], n: int, timeout_ms: int
+    st: fixedn.Step,
+    bug: str,
+    ob: str,
+    ops: tuple[str, ...],
+    n: int,
+    timeout_ms: int,
+    split: bool = False,
 ) -> ObligationResult:
     """Refute ``ob`` on the buggy step; a refutation the spec does not confirm is retried
     (up to 3 times) with that call excluded, as a counterexample search would."""
@@ -598,7 +686,12 @@ def _fixedn_mutant_row(
     for _ in range(3):
         gs: list[fixedn.Goal] = []
         for op in ops:
-            gs += fixedn.step_goals(st, (ob,), timeout_ms, (op,), direct=True, extra=tuple(tried))
+            # (by default the whole step, not split into conjuncts: split, the first
+            # conjunct refuted for unpin-append-always gave a call the buggy spec does not
+            # break INV-FREE on, three times over; whole, z3's first model is confirmed)
+            gs += fixedn.step_goals(
+                st, (ob,), timeout_ms, (op,), direct=True, extra=tuple(tried), split=split
+            )
             if gs[-1].status == "refuted":
                 break
         row.seconds += sum(g.seconds for g in gs)
@@ -676,19 +769,131 @@ def run_refinement_mutants(timeout_ms: int) -> list[ObligationResult]:
     return rows
 
 
+# -- the free queue's own source --------------------------------------------------------------
+
+SOURCE_TECHNIQUE = "refinement (from source)"
+
+SourceReplay = Callable[[pyrefine.Case, tuple[pyrefine.Patch, ...]], str]
+"""Runs a decoded counterexample on the patched queue class and on the real one; returns
+"confirmed: ..." when the patched class disagrees with the spec and the real one agrees.
+The proofs import no ``impl``: the caller that may (``kvpool.verify``, the tests) passes it."""
+
+
+def run_source(
+    timeout_ms: int = 30000,
+    mutants: dict[str, tuple[str, tuple[pyrefine.Patch, ...]]] | None = None,
+    replay: SourceReplay | None = None,
+    source: str | None = None,
+) -> list[ObligationResult]:
+    """``impl/free_queue.py`` refines the spec's sequence, proved from its source text: one
+    row per method (labelled with the lists and groups it is proved for), and one mutant
+    row per source mutant (default: :data:`pyrefine.SOURCE_MUTANTS`), each of which must
+    make the proof fail on a small concrete list; with ``replay`` the counterexample must
+    also be confirmed on the patched class. ``source`` replaces the real file (a test's
+    seeded bug)."""
+    rows: list[ObligationResult] = []
+    src = pyrefine.real_source() if source is None else source
+    try:
+        what = {
+            m: ch.what
+            for m, ch in pyrefine.checks(Translation(src, "FreeKVCacheBlockQueue")).items()
+        }
+        results = pyrefine.prove(src, timeout_ms=timeout_ms)
+    except Unsupported as exc:
+        return [
+            ObligationResult(
+                "impl/free_queue.py refines seq",
+                "refinement",
+                SOURCE_TECHNIQUE,
+                ("INV-LIST",),
+                "the source does not translate",
+                "unknown",
+                0.0,
+                replay=str(exc),
+            )
+        ]
+    for meth in pyrefine.METHODS:
+        rs = [r for r in results if r.op == meth]
+        bad = [r for r in rs if r.status != "proved"]
+        status = (
+            "proved"
+            if rs and not bad
+            else ("refuted" if any(r.status == "refuted" for r in bad) else "unknown")
+        )
+        rows.append(
+            ObligationResult(
+                f"FreeKVCacheBlockQueue.{meth} refines seq",
+                "refinement",
+                SOURCE_TECHNIQUE,
+                ("INV-LIST",),
+                f"{what[meth]} ({len(rs)} obligations)",
+                status,
+                sum(r.seconds for r in rs),
+                replay="; ".join(f"not proved: {r.step} ({r.status})" for r in bad),
+            )
+        )
+    for name, (idea, patches) in (pyrefine.SOURCE_MUTANTS if mutants is None else mutants).items():
+        rows.append(_source_mutant_row(name, idea, patches, timeout_ms, replay))
+    return rows
+
+
+def _source_mutant_row(
+    name: str,
+    idea: str,
+    patches: tuple[pyrefine.Patch, ...],
+    timeout_ms: int,
+    replay: SourceReplay | None,
+) -> ObligationResult:
+    row = ObligationResult(
+        f"free_queue.py refines seq [{name}]",
+        "mutant",
+        SOURCE_TECHNIQUE,
+        ("INV-LIST",),
+        idea,
+        "",
+        0.0,
+    )
+    t0 = time.perf_counter()
+    try:
+        with named(f"mutant: {name}"):
+            hit, case = pyrefine.refute(patches, timeout_ms)
+    except pyrefine.PatchDoesNotApply as exc:
+        row.status, row.replay = "not-run", f"the mutant does not apply: {exc}"
+        return row
+    row.seconds = time.perf_counter() - t0
+    if hit is None or case is None:
+        row.status = "NOT-refuted"
+        return row
+    row.trace = [str(case)]
+    if replay is None:
+        row.status = "expected-refuted"
+        row.replay = "refuted by z3 (not replayed here: proofs import no impl)"
+        return row
+    row.replay = replay(case, patches)
+    row.status = "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
+    return row
+
+
 # -- everything ------------------------------------------------------------------------------
 
 
-PARTS = ("bmc-induction", "refinement", "differential", "fixedn", "spacer")
+PARTS = ("bmc-induction", "refinement", "source", "differential", "fixedn", "spacer")
 """The pieces of a profile that can run in separate processes (``make verify`` runs
 them side by side). BMC and the every-N induction share one: the induction's quantified
 queries were measured after BMC in the same process, and they are sensitive to what the
 process built before them."""
 
 
-def run(profile: str = "default", part: str | None = None) -> list[ObligationResult]:
+def run(
+    profile: str = "default",
+    part: str | None = None,
+    source_mutants: dict[str, tuple[str, tuple[pyrefine.Patch, ...]]] | None = None,
+    source_replay: SourceReplay | None = None,
+) -> list[ObligationResult]:
     """Every obligation of ``profile`` ("fast", "default" or "deep"), or of one of its
-    :data:`PARTS` (the same rows, in the same order within the part)."""
+    :data:`PARTS` (the same rows, in the same order within the part). ``source_mutants``
+    and ``source_replay``: the "source" part's mutants (default: the proof's own) and the
+    replay of their counterexamples (see :func:`run_source`)."""
     if part is not None and part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     p = PROFILES[profile]
@@ -704,9 +909,15 @@ def run(profile: str = "default", part: str | None = None) -> list[ObligationRes
         # built before them (z3 orders terms by id): they run before the fixed-N ones, as
         # they did when they were measured (S => INV-FREE went unknown at 60 s when run
         # after them)
-        rows += run_induction(p["ind_timeout"])
+        with recording() as rec:
+            rows += run_induction(p["ind_timeout"])
+        if p["cvc5_quantified"]:
+            rows.append(cvc5_recorded_row("the every-N induction", rec))
     if want("refinement"):
-        rows += run_refinement(p["ind_timeout"] // 2)
+        with recording() as rec:
+            rows += run_refinement(p["ind_timeout"] // 2)
+        if p["cvc5_quantified"]:
+            rows.append(cvc5_recorded_row("the list refinement (transcribed)", rec))
     if want("differential"):
         rows += [ObligationResult(**r) for r in differential.rows(p["diff"])]
         if p["diff_mutants"]:
@@ -722,9 +933,20 @@ def run(profile: str = "default", part: str | None = None) -> list[ObligationRes
         rows += run_induction_mutants(p["ind_timeout"] // 2)
     if want("refinement"):
         rows += run_refinement_mutants(p["ind_timeout"] // 4)
+    if want("source"):
+        with recording() as rec:
+            rows += run_source(p["ind_timeout"] // 2, source_mutants, source_replay)
+        if p["cvc5_quantified"]:
+            # (the mutants' queries are not proofs: only the real source's proved ones)
+            proofs = [r for r in rec if not r[0].startswith("mutant:")]
+            rows.append(cvc5_recorded_row("free_queue.py from source", proofs))
     if want("fixedn"):
         rows += run_fixedn(p["fixedn"], p["fixedn_timeout"], p["cvc5"])
         rows += run_fixedn_mutants(4, p["fixedn_mutants"])
+        top = max(p["fixedn"])
+        if top > 4:
+            # the largest N's proof, split as it is proved, refutes a mutant too
+            rows += run_fixedn_mutants(top, ("lifo-handout",), ("ORD-HANDOUT",), split=True)
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], 300000)
     return rows

@@ -9,7 +9,9 @@ and fails the run; ``unknown`` (cvc5's time limit) is reported as not confirmed.
 
 from __future__ import annotations
 
+import multiprocessing
 import time
+from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
@@ -28,6 +30,89 @@ def to_smt2(query: list[z3.BoolRef]) -> str:
     return text
 
 
+def _has_loose_var(e: z3.ExprRef, depth: int, memo: dict[tuple[int, int], bool]) -> bool:
+    """Does ``e`` (under ``depth`` binders) use a variable bound outside it?"""
+    key = (e.get_id(), depth)
+    if key not in memo:
+        if z3.is_var(e):
+            memo[key] = z3.get_var_index(e) >= depth
+        elif z3.is_quantifier(e):
+            memo[key] = _has_loose_var(e.body(), depth + e.num_vars(), memo)
+        else:
+            memo[key] = any(_has_loose_var(c, depth, memo) for c in e.children())
+    return memo[key]
+
+
+def _has_lambda(e: z3.ExprRef, memo: dict[int, bool]) -> bool:
+    if e.get_id() not in memo:
+        if z3.is_quantifier(e):
+            memo[e.get_id()] = e.is_lambda() or _has_lambda(e.body(), memo)
+        else:
+            memo[e.get_id()] = any(_has_lambda(c, memo) for c in e.children())
+    return memo[e.get_id()]
+
+
+def _innermost_lambdas(
+    e: z3.ExprRef,
+    found: dict[int, z3.QuantifierRef],
+    seen: set[int],
+    has: dict[int, bool],
+    loose: dict[tuple[int, int], bool],
+) -> None:
+    """Collect into ``found`` the closed lambdas of ``e`` with no lambda in their body."""
+    if e.get_id() in seen:
+        return
+    seen.add(e.get_id())
+    if z3.is_quantifier(e):
+        _innermost_lambdas(e.body(), found, seen, has, loose)
+        if e.is_lambda() and not _has_lambda(e.body(), has) and not _has_loose_var(e, 0, loose):
+            found[e.get_id()] = e
+    else:
+        for c in e.children():
+            _innermost_lambdas(c, found, seen, has, loose)
+
+
+def lift_lambdas(query: list[z3.BoolRef]) -> list[z3.BoolRef]:
+    """``query`` without lambdas, equisatisfiable: each closed lambda becomes a fresh
+    array constant ``A`` with the axiom ``forall x. A[x] == body(x)``.
+
+    z3 reads ``(lambda ((x Int)) t)`` as an array, cvc5 as a function (an ``ite`` of a
+    lambda and an array does not type-check there), so a query of the unbounded reading
+    is written out this way for cvc5. Innermost lambdas first, all of a round at once.
+    A lambda that uses a variable bound outside it is left alone (then the text still
+    has a lambda, and :func:`cvc5_check` refuses it rather than guess).
+    """
+    qs = list(query)
+    axioms: list[z3.BoolRef] = []
+    k = 0
+    while True:
+        # (memos by term id, per round: ids of terms freed by a substitution are reused)
+        loose: dict[tuple[int, int], bool] = {}
+        found: dict[int, z3.QuantifierRef] = {}
+        seen: set[int] = set()
+        has: dict[int, bool] = {}
+        for q in [*qs, *axioms]:
+            _innermost_lambdas(q, found, seen, has, loose)
+        if not found:
+            return [*qs, *axioms]
+        pairs = []
+        for lam in found.values():
+            arr = z3.Const(f"lam!{k}", lam.sort())
+            xs = [z3.Const(f"lam!{k}!{i}", lam.var_sort(i)) for i in range(lam.num_vars())]
+            k += 1
+            body = z3.substitute_vars(lam.body(), *reversed(xs))
+            axioms.append(z3.ForAll(xs, z3.Select(arr, *xs) == body))
+            pairs.append((lam, arr))
+        qs = [z3.substitute(q, *pairs) for q in qs]
+        axioms = [z3.substitute(a, *pairs) for a in axioms]
+
+
+def to_smt2_lifted(query: list[z3.BoolRef]) -> str:
+    """:func:`to_smt2` of the query with its lambdas lifted (:func:`lift_lambdas`)."""
+    ctx = z3.Context()
+    return to_smt2(lift_lambdas([z3.simplify(q.translate(ctx)) for q in query]))
+
+
 def cvc5_check(text: str, timeout_ms: int = 60000) -> tuple[str, float]:
     """cvc5's verdict on an SMT-LIB 2 script: "unsat", "sat" or "unknown", and its time."""
     import cvc5  # type: ignore[import-untyped]
@@ -35,6 +120,11 @@ def cvc5_check(text: str, timeout_ms: int = 60000) -> tuple[str, float]:
     tm = cvc5.TermManager()
     slv = cvc5.Solver(tm)
     slv.setOption("tlimit-per", str(timeout_ms))
+    if "(lambda (" in text:
+        # (z3 reads a lambda as an array, cvc5 as a function: :func:`lift_lambdas` first)
+        raise ValueError("the query has a lambda; export it with lift_lambdas")
+    if "(as const" in text:
+        slv.setOption("arrays-exp", "true")  # constant arrays (z3's K)
     slv.setLogic("ALL")
     parser = cvc5.InputParser(slv)
     body = text.replace("(check-sat)", "")
@@ -53,6 +143,41 @@ def cvc5_check(text: str, timeout_ms: int = 60000) -> tuple[str, float]:
     if res.isSat():
         return "sat", dt
     return "unknown", dt
+
+
+def _cvc5_child(text: str, timeout_ms: int, out: Any) -> None:
+    try:
+        out.send(cvc5_check(text, timeout_ms))
+    except (ValueError, RuntimeError) as exc:  # cvc5 does not read the text
+        out.send((f"refused ({str(exc)[:60]})", 0.0))
+
+
+def cvc5_check_bounded(
+    text: str, timeout_ms: int = 5000, grace_s: float = 5.0
+) -> tuple[str, float]:
+    """:func:`cvc5_check` in a forked child, stopped ``grace_s`` after cvc5's own limit.
+
+    On some quantified queries (the source refinement's ``append_n`` post) cvc5 1.4.2
+    overruns both ``tlimit-per`` and ``tlimit`` without end; a child it runs in can be
+    killed. A stopped child's answer is "unknown": never confirmed."""
+    mp = multiprocessing.get_context("fork")
+    recv, send = mp.Pipe(duplex=False)
+    proc = mp.Process(target=_cvc5_child, args=(text, timeout_ms, send), daemon=True)
+    t0 = time.perf_counter()
+    proc.start()
+    send.close()
+    try:
+        if recv.poll(timeout_ms / 1000 + grace_s):
+            verdict, dt = recv.recv()
+            return str(verdict), float(dt)
+        return "unknown", time.perf_counter() - t0
+    except EOFError:  # the child died without an answer
+        return "unknown", time.perf_counter() - t0
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        recv.close()
 
 
 def z3_check(text: str, timeout_ms: int = 60000) -> tuple[str, float]:

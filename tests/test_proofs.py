@@ -216,6 +216,48 @@ def test_fixed_n_induction_proves_every_obligation_and_cvc5_agrees() -> None:
     assert all(r.ok for r in rows), [(r.obligation, r.status) for r in rows if not r.ok]
 
 
+def test_a_goal_split_into_conjuncts_is_the_goal() -> None:
+    import z3
+
+    from kvpool.proofs import fixedn
+
+    st = fixedn.build(3)
+    split = 0
+    for name in ("ORD-HANDOUT", "WATCH-FIRE", "INV-FREE", "ORD-RELEASE"):
+        for op in ("GetNewBlocks", "FreeBlocks"):
+            goal = fixedn._case(st, op, st.goals[name])
+            parts = fixedn.conjuncts(goal)
+            split += len(parts) > 1
+            # the conjunction of the parts is equivalent to the goal: both directions
+            s = z3.Solver()
+            s.add(z3.Not(z3.And(parts) == goal))
+            assert s.check() == z3.unsat, (name, op)
+    assert split >= 4  # the split does split
+    # a split that drops a conjunct that matters is caught by the same check (most
+    # conjuncts hold of the transition by construction, without any hypothesis)
+    goal = fixedn._case(st, "GetNewBlocks", st.goals["ORD-HANDOUT"])
+    parts = fixedn.conjuncts(goal)
+    caught = 0
+    for i in range(len(parts)):
+        s = z3.Solver()
+        s.add(z3.Not(z3.And(parts[:i] + parts[i + 1 :]) == goal))
+        caught += s.check() == z3.sat
+    assert caught >= 1
+
+
+def test_the_split_step_refutes_a_mutant_and_keeps_every_query_for_export() -> None:
+    from kvpool.proofs import fixedn
+
+    bad = fixedn.build(5, bugs=frozenset(["lifo-handout"]))
+    (g,) = fixedn.step_goals(bad, ("ORD-HANDOUT",), ops=("GetNewBlocks",))
+    assert g.status == "refuted" and g.model is not None and g.query is g.queries[-1]
+    good = fixedn.build(3)
+    (g,) = fixedn.step_goals(good, ("ORD-HANDOUT",), ops=("GetNewBlocks",))
+    assert g.status == "proved" and len(g.all_queries()) == len(
+        fixedn.conjuncts(fixedn._case(good, "GetNewBlocks", good.goals["ORD-HANDOUT"]))
+    )
+
+
 @pytest.mark.parametrize("mutant", ["unpin-reversed", "free-partial-on-refusal", "watcher-kept"])
 def test_fixed_n_mutant_is_refuted_and_its_state_replays(mutant: str) -> None:
     rows = runner.run_fixedn_mutants(3, (mutant,))
@@ -280,3 +322,51 @@ def test_cvc5_reads_the_exported_text_and_a_disagreement_fails() -> None:
     fake = fixedn.Goal("INV-REF", "step", "proved", 0.0, query=[x > 1, x < 3], op="Touch")
     row = runner._cvc5_row(2, [fake], 20000)
     assert row.status == "disagree" and not row.ok
+
+
+# -- cvc5 on the quantified queries (every-N induction, refinements) ------------------------
+
+
+def test_lambdas_are_lifted_so_cvc5_reads_a_quantified_query() -> None:
+    import z3
+
+    from kvpool.proofs import smtlib
+
+    a, i = z3.Array("a", z3.IntSort(), z3.IntSort()), z3.Int("i")
+    inc = z3.Lambda([i], a[i] + 1)  # z3's array; a function to cvc5
+    x, b = z3.Int("x"), z3.Array("b", z3.IntSort(), z3.IntSort())
+    proved = [b == z3.If(x > 0, inc, a), z3.Not(b[0] >= a[0])]  # unsat
+    with pytest.raises(ValueError, match="lambda"):
+        smtlib.cvc5_check(smtlib.to_smt2(proved))
+    text = smtlib.to_smt2_lifted(proved)
+    assert "(lambda (" not in text
+    assert smtlib.cvc5_check(text, 20000)[0] == "unsat"
+    # the lifting keeps a satisfiable query satisfiable: no proof comes from it (with a
+    # quantified axiom cvc5 says unknown rather than sat)
+    wrong = [b == z3.If(x > 0, inc, a), z3.Not(b[0] > a[0])]
+    assert smtlib.cvc5_check(smtlib.to_smt2_lifted(wrong), 20000)[0] != "unsat"
+
+
+def test_the_recorded_cvc5_row_tells_confirmed_unconfirmed_and_disagreement_apart() -> None:
+    import z3
+
+    from kvpool.proofs.model import isolated_check, named, recording
+
+    x, y = z3.Ints("x y")
+    with recording() as rec:
+        with named("easy"):
+            assert isolated_check([x > 1], x > 0, 5000)[0] == "proved"
+        with named("refuted, not re-checked"):
+            assert isolated_check([x > 1], x > 5, 5000)[0] == "refuted"
+    row = runner.cvc5_recorded_row("t", rec)
+    assert (row.status, row.ok) == ("agree", True)
+    assert "confirms 1 of 1" in row.bounds
+    # a query cvc5 cannot decide within its limit (nonlinear): shown as NOT confirmed
+    hard = ("hard", [x * x * x + y * y * y == 3 * x * y * 7 + 1331], z3.BoolVal(False), "proved")
+    row = runner.cvc5_recorded_row("t", [*rec, hard], 1000)
+    assert row.status == "partly-confirmed" and "hard (unknown)" in row.replay
+    assert "confirms 1 of 2" in row.bounds and row.status != "agree"
+    # a "proof" cvc5 finds a model for: a disagreement, and the row fails
+    bad = ("wrong", [x > 1], x > 5, "proved")
+    row = runner.cvc5_recorded_row("t", [*rec, bad])
+    assert row.status == "disagree" and not row.ok and "wrong" in row.replay

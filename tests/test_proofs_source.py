@@ -104,3 +104,70 @@ def test_a_replay_sees_each_kind_of_damage() -> None:
     assert pyrefine.expected(bad)[0] == "InvalidArgument"
     broken = _patched_class(pyrefine.patched(CATALOGUE["remove-keeps-links"].queue_patches))
     assert "keeps a link" in pyrefine.replay(good, broken, KVCacheBlock)
+
+
+# -- the source refinement as a row of the proofs runner and of make verify's matrix --------
+
+
+def test_the_source_row_is_proved_and_labelled_with_its_bounds() -> None:
+    from kvpool import verify
+    from kvpool.proofs import runner
+
+    rows = runner.run_source(mutants={})
+    assert {r.obligation.split(".")[-1].split()[0] for r in rows} == set(pyrefine.METHODS)
+    assert all(r.status == "proved" for r in rows), [r for r in rows if r.status != "proved"]
+    bounds = {r.obligation.split(".")[-1].split()[0]: r.bounds for r in rows}
+    assert bounds["append_n"].startswith("every list; groups of <= 3 entries")
+    assert bounds["_popleft_n"].startswith("every list, every n")
+    (check,) = [c for c in verify.proof_checks(rows) if c.technique == runner.SOURCE_TECHNIQUE]
+    # no mutant was run: the row is not green on the proofs alone
+    assert (check.ok, check.summary) == (False, "not run")
+
+
+def test_a_seeded_bug_in_the_source_fails_the_row() -> None:
+    from kvpool import verify
+    from kvpool.proofs import runner
+
+    _, patches = pyrefine.SOURCE_MUTANTS["remove-unchecked"]
+    rows = runner.run_source(source=pyrefine.patched(patches), mutants={})
+    # (over every list the quantified query may come back unknown: not proved either way)
+    bad = [r.obligation for r in rows if r.status != "proved"]
+    assert bad == ["FreeKVCacheBlockQueue.remove refines seq"]
+    (check,) = [c for c in verify.proof_checks(rows) if c.technique == runner.SOURCE_TECHNIQUE]
+    assert not check.ok and check.cells["INV-LIST"].status == "failed"
+
+
+def test_a_weakened_proof_leaves_mutants_standing_and_fails_make_verify(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import z3  # type: ignore[import-untyped]
+
+    from kvpool import verify
+    from kvpool.proofs import runner
+
+    mutants, replay = verify.source_mutants()
+    assert len(mutants) == 17  # the proof's own 9 and the catalogue's 8 queue mutants
+    pick = {k: mutants[k] for k in ("remove-keeps-links", "remove-unchecked")}
+    good = runner.run_source(mutants=pick, replay=replay)
+    checks = {c.technique: c for c in verify.proof_checks(good)}
+    src = checks[runner.SOURCE_TECHNIQUE]
+    assert src.ok, src.summary
+    # a catalogue mutant keeps its name (the catalogue table), the proof's own are marked
+    assert src.caught == {"remove-keeps-links": True, "source:remove-unchecked": True}
+    assert all(r.replay.startswith("confirmed") for r in good if r.kind == "mutant")
+
+    # the proof weakened: every method's postcondition is dropped
+    real_checks = pyrefine.checks
+
+    def weak(tr: Any) -> Any:
+        out = real_checks(tr)
+        for ch in out.values():
+            ch.goal = lambda res: z3.BoolVal(True)
+        return out
+
+    monkeypatch.setattr(pyrefine, "checks", weak)
+    rows = runner.run_source(mutants=pick, replay=replay)
+    assert {r.status for r in rows if r.kind == "mutant"} == {"NOT-refuted"}
+    src = {c.technique: c for c in verify.proof_checks(rows)}[runner.SOURCE_TECHNIQUE]
+    assert not src.ok and "NOT refuted: remove-keeps-links" in src.summary
+    assert any("caught by no technique" in f for f in verify.failures([src]))

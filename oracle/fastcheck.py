@@ -82,13 +82,18 @@ def rename(ps: PoolState, a: int, b: int) -> None:
     if a == b:
         return
     for x, y in ((a, b), (b, a)):
-        k = ps.key[x]
-        if k is not None:
+        for k in ps.keys_of(x):  # primary key and further entries
             holders = ps.index[k]
             del holders[x]
             holders[y] = None
     ps.ref[a], ps.ref[b] = ps.ref[b], ps.ref[a]
     ps.key[a], ps.key[b] = ps.key[b], ps.key[a]
+    for table in (ps.tokens, ps.entries):
+        va, vb = table.pop(a, None), table.pop(b, None)  # type: ignore[attr-defined]
+        if va is not None:
+            table[b] = va  # type: ignore[index]
+        if vb is not None:
+            table[a] = vb  # type: ignore[index]
     if (a in ps.free) != (b in ps.free):
         gone, come = (a, b) if a in ps.free else (b, a)
         del ps.free[gone]

@@ -889,39 +889,83 @@ class _Lockstep(RuleBasedStateMachine):
     @precondition(lambda self: any(o in self.config.capabilities for o in MULTIKEY_OPS))
     @rule(rid=requests, data=st.data())
     def multikey(self, rid: int, data: st.DataObject) -> None:
-        """One valid call of vLLM 0.33.0's on blocks with several keys (partial entries,
-        groups, promotion, moves, lookups by group, re-announced hits), on a request's blocks.
+        """A request's step through vLLM 0.33.0's calls on blocks with several keys: one to
+        four valid calls (partial entries, full blocks and promotion, moves, lookups by
+        group, re-announced hits) on one pool, one request and (mostly) its blocks.
 
-        One rule among the others (not one per call), so it takes about one step in
-        fifteen and the key-level rules keep their share of the search.
+        One rule among the others, so the key-level rules keep their share of the
+        steps (about fourteen in fifteen); the calls it makes come in short runs, so
+        that one call builds the state the next reads (a partial entry then its
+        promotion, a cached hash then its lookup by groups, keys then their move).
         """
         caps = self.config.capabilities
         entries = self.held.get(rid, [])
         kinds = [o for o in MULTIKEY_OPS if o in caps]
-        # caching calls twice as often as the others: they build the state the rest read
-        weighted = [k for k in kinds for _ in range(2 if k in CACHING_CALLS else 1)]
-        kind = data.draw(st.sampled_from(weighted), label="vLLM call")
+        # caching calls three times as often as the others: they build the state the rest read
+        weighted = [k for k in kinds for _ in range(3 if k in CACHING_CALLS else 1)]
         alive = self.alive()
-        if kind in CACHING_CALLS:  # a pool with caching on and blocks in use (else no call)
-            alive = [q for q in alive if self.ps(q).caching and self.held_blocks(q)]
-            if not alive:
-                return
         own = entries[0].pool if entries else -1
         p = own if own in alive else data.draw(st.sampled_from(alive), label="pool")
-        ps = self.ps(p)
+        if "EvictBlocks" in caps:  # vLLM's manager evicts cached blocks between calls too
+            weighted.append("EvictBlocks")
         req, tokens = self.mk_request(p, data)
+        last: list[CachePartialBlock] = []
+        for _ in range(data.draw(st.integers(1, 4), label="calls")):
+            kind = data.draw(st.sampled_from(weighted), label="vLLM call")
+            if kind == "CachePartialBlock" and last and data.draw(st.booleans(), label="again"):
+                # the same block again: the same key (held), a longer prefix, a shorter one
+                # or another group beside it (further entries)
+                before = last[-1]
+                n = HASH_UNIT * data.draw(st.integers(1, len(tokens)), label="hash units")
+                g = data.draw(GROUPS, label="group")
+                again = data.draw(st.integers(0, 4), label="replace") == 0
+                same = data.draw(st.booleans(), label="same key")
+                op: Op | None = before
+                if not same:
+                    op = replace(before, num_tokens=n, group=g, replace_existing_hashes=again)
+            elif kind == "CacheFullBlocks" and last and data.draw(st.booleans(), label="promote"):
+                before = last[-1]
+                bs = data.draw(st.sampled_from(BLOCK_SIZES), label="block_size")
+                g = data.draw(GROUPS, label="group")
+                op = self.full_blocks_call(p, req, [], bs, g, data, promote=before)
+            elif kind == "EvictBlocks":
+                keyed = [b for b in range(1, self.ps(p).num_blocks) if self.ps(p).keys_of(b)]
+                if not keyed:
+                    continue
+                op = EvictBlocks((data.draw(st.sampled_from(keyed), label="evicted"),), pool=p)
+            else:
+                op = self.multikey_call(kind, p, req, tokens, entries, data)
+            if op is None:
+                continue
+            out = self.do(op)
+            if isinstance(op, CachePartialBlock) and out.ok:
+                last.append(op)
+
+    def multikey_call(
+        self,
+        kind: str,
+        p: int,
+        req: Request,
+        tokens: str,
+        entries: list[BlockRef],
+        data: st.DataObject,
+    ) -> Op | None:
+        """One valid call of kind ``kind`` on pool ``p`` (None: none can be made here)."""
+        ps = self.ps(p)
+        mine = [e for e in entries if e.pool == p and ps.ref[e.block] > 0]
+        held = mine or self.held_blocks(p)
+        if kind in CACHING_CALLS and (not ps.caching or not held):
+            return None  # caching off is a refusal (multikey_refused); nothing in use
         bs = data.draw(st.sampled_from(BLOCK_SIZES), label="block_size")
         g = data.draw(GROUPS, label="group")
-        mine = [e for e in entries if e.pool == p and ps.ref[e.block] > 0]
-        op: Op
         if kind == "CachePartialBlock":
-            b = data.draw(st.sampled_from(mine or self.held_blocks(p)), label="block")
+            b = data.draw(st.sampled_from(held), label="block")
             n = HASH_UNIT * data.draw(st.integers(1, len(tokens)), label="hash units")
             again = data.draw(st.integers(0, 4), label="replace") == 0
-            op = CachePartialBlock(req, b, n, g, bs, again, pool=p)
-        elif kind == "CacheFullBlocks":
-            op = self.full_blocks_call(p, req, mine or self.held_blocks(p), bs, g, data)
-        elif kind == "MoveBlockHashes":
+            return CachePartialBlock(req, b, n, g, bs, again, pool=p)
+        if kind == "CacheFullBlocks":
+            return self.full_blocks_call(p, req, held, bs, g, data)
+        if kind == "MoveBlockHashes":
             keyed = [b for b in range(1, ps.num_blocks) if ps.key[b] is not None]
             empty = [e.block for e in self.held_blocks(p) if ps.key[e.block] is None]
             if keyed and empty:
@@ -930,23 +974,21 @@ class _Lockstep(RuleBasedStateMachine):
             else:  # src holds no key: nothing moves
                 bare = [b for b in range(1, ps.num_blocks) if ps.key[b] is None]
                 if not bare:
-                    return
+                    return None
                 src = data.draw(st.sampled_from(bare), label="src")
                 dst = data.draw(st.sampled_from(bare), label="dst")
-            op = MoveBlockHashes(BlockRef(p, src), BlockRef(p, dst), pool=p)
-        elif kind == "GetCachedBlockGroups":
+            return MoveBlockHashes(BlockRef(p, src), BlockRef(p, dst), pool=p)
+        if kind == "GetCachedBlockGroups":
             cached = sorted(
                 {parts[0] for k in ps.index if (parts := split_key(k)) is not None}, key=repr
             )
             pick = st.sampled_from(req.block_hashes)
             h = data.draw(st.sampled_from(cached) | pick if cached else pick, label="hash")
             groups = data.draw(st.lists(GROUPS, max_size=3), label="groups")
-            op = GetCachedBlockGroups(h, tuple(groups), pool=p)
-        else:
-            top = len(tokens) // (bs // HASH_UNIT)
-            n = data.draw(st.integers(0, top), label="num_cached_blocks")
-            op = EmitCachedBlockEvents(req, n, bs, g, pool=p)
-        self.do(op)
+            return GetCachedBlockGroups(h, tuple(groups), pool=p)
+        top = len(tokens) // (bs // HASH_UNIT)
+        n = data.draw(st.integers(0, top), label="num_cached_blocks")
+        return EmitCachedBlockEvents(req, n, bs, g, pool=p)
 
     def full_blocks_call(
         self,
@@ -956,21 +998,31 @@ class _Lockstep(RuleBasedStateMachine):
         bs: int,
         g: int,
         data: st.DataObject,
+        promote: CachePartialBlock | None = None,
     ) -> Op:
         """cache_full_blocks on a request's blocks, as vLLM's manager makes it: the first
         ``num_cached_blocks`` already done, maybe a null entry (a sliding window's) and a
         mask; entries that would be refused (listed twice, cached and not promotable) are
-        masked out, so the call is valid."""
+        masked out, so the call is valid. ``promote``: a partial entry just made, whose
+        block is put where its full block covers more tokens (a promotion)."""
         ps = self.ps(p)
         blocks: list[BlockRef] = list(mine)
-        if data.draw(st.booleans(), label="null entry"):
-            at = data.draw(st.integers(0, len(blocks)), label="null at")
-            blocks.insert(at, BlockRef(p, NULL_BLOCK))
         top = min(len(blocks), len(req.block_hashes) // (bs // HASH_UNIT))
-        nf = data.draw(st.integers(0, top), label="num_full_blocks")
-        nc = data.draw(st.integers(0, nf), label="num_cached_blocks")
+        at = -1
+        if promote is not None and type(promote.num_tokens) is int:
+            at = promote.num_tokens // bs  # covers (at + 1) * bs > num_tokens
+            if at < len(req.block_hashes) // (bs // HASH_UNIT):
+                blocks = [BlockRef(p, NULL_BLOCK)] * at + [promote.block]  # type: ignore[list-item]
+                top = at + 1
+            else:
+                at = -1
+        elif data.draw(st.booleans(), label="null entry"):
+            blocks.insert(data.draw(st.integers(0, len(blocks)), label="null at"), BlockRef(p, 0))
+            top = min(len(blocks), len(req.block_hashes) // (bs // HASH_UNIT))
+        nf = top if at >= 0 else data.draw(st.integers(0, top), label="num_full_blocks")
+        nc = data.draw(st.integers(0, nf if at < 0 else at), label="num_cached_blocks")
         mask: list[bool] | None = None
-        if data.draw(st.booleans(), label="mask"):
+        if at < 0 and data.draw(st.booleans(), label="mask"):
             mask = data.draw(st.lists(st.booleans(), min_size=nf - nc, max_size=nf - nc))
         seen: set[int] = set()
         for i in range(nc, nf):

@@ -183,7 +183,25 @@ def _quiet_logger(name: str) -> logging.Logger:
     return log
 
 
+def _mm_features_in_window(features: Any, start: int, end: int) -> tuple[int, list[Any]]:
+    """Stand-in for ``vllm.multimodal.utils.get_mm_features_in_window`` (written here from its
+    use in the pool): the index of the first multimodal input that ends after ``start``
+    (where a scan of the window's inputs begins), and the inputs overlapping
+    ``start:end``. The pool reads only the index."""
+    first = next(
+        (i for i, f in enumerate(features) if f.mm_position.offset + f.mm_position.length > start),
+        len(features),
+    )
+    inside = [
+        f
+        for f in features[first:]
+        if f.mm_position.offset < end and f.mm_position.offset + f.mm_position.length > start
+    ]
+    return first, inside
+
+
 _REAL: dict[str, Any] = {
+    "get_mm_features_in_window": _mm_features_in_window,
     # the few imported names whose behaviour the pool's code paths depend on
     "cdiv": lambda a, b: -(a // -b),
     "round_up": lambda x, y: -(x // -y) * y,

@@ -88,12 +88,16 @@ def rename(ps: PoolState, a: int, b: int) -> None:
             holders[y] = None
     ps.ref[a], ps.ref[b] = ps.ref[b], ps.ref[a]
     ps.key[a], ps.key[b] = ps.key[b], ps.key[a]
-    for table in (ps.tokens, ps.entries):
-        va, vb = table.pop(a, None), table.pop(b, None)  # type: ignore[attr-defined]
-        if va is not None:
-            table[b] = va  # type: ignore[index]
-        if vb is not None:
-            table[a] = vb  # type: ignore[index]
+    ta, tb = ps.tokens.pop(a, None), ps.tokens.pop(b, None)
+    if ta is not None:
+        ps.tokens[b] = ta
+    if tb is not None:
+        ps.tokens[a] = tb
+    ea, eb = ps.entries.pop(a, None), ps.entries.pop(b, None)
+    if ea is not None:
+        ps.entries[b] = ea
+    if eb is not None:
+        ps.entries[a] = eb
     if (a in ps.free) != (b in ps.free):
         gone, come = (a, b) if a in ps.free else (b, a)
         del ps.free[gone]

@@ -385,7 +385,7 @@ GROUPS = st.sampled_from((0, 1))
 FLAVOURS: tuple[dict[str, Any], ...] = (
     {},
     {"lora": Lora(7, "adapter", "/lora/adapter")},
-    {"mm": (MMFeature("img", 5, 20),), "cache_salt": "salt"},
+    {"mm": (MMFeature("img", 20, 8), MMFeature("aud", 40, 30)), "cache_salt": "salt"},
     {"session_id": "s1"},
 )
 """What a request carries beside its tokens (each shapes vLLM's event fields)."""
@@ -868,7 +868,7 @@ class _Lockstep(RuleBasedStateMachine):
                 and (t := request_tokens(parts[0])) is not None
             }
         )
-        if held and data.draw(st.booleans(), label="extend a cached prefix"):
+        if held and bool(data.draw(st.booleans(), label="extend a cached prefix")):
             flavour, prefix = data.draw(st.sampled_from(held), label="cached prefix")
             more = data.draw(st.lists(st.sampled_from(TOKENS), max_size=2), label="more")
             tokens = prefix + "".join(more)
@@ -959,7 +959,14 @@ class _Lockstep(RuleBasedStateMachine):
         bs = data.draw(st.sampled_from(BLOCK_SIZES), label="block_size")
         g = data.draw(GROUPS, label="group")
         if kind == "CachePartialBlock":
-            b = data.draw(st.sampled_from(held), label="block")
+            # not on a block keyed by the key-level cache_blocks: that key has no token count
+            # in the spec, while a vLLM pool (cache_blocks through cache_full_blocks)
+            # records one, which decides whether a longer prefix replaces it
+            held = [e for e in held if type(ps.key[e.block]) in (bytes, type(None))]
+            if not held:
+                return None
+            null = BlockRef(p, NULL_BLOCK)  # now and then the null block: None, no change
+            b = data.draw(st.sampled_from(held) | st.just(null), label="block")
             n = HASH_UNIT * data.draw(st.integers(1, len(tokens)), label="hash units")
             again = data.draw(st.integers(0, 4), label="replace") == 0
             return CachePartialBlock(req, b, n, g, bs, again, pool=p)
@@ -1370,7 +1377,8 @@ class _Lockstep(RuleBasedStateMachine):
             request: object = req
             again: object = False
             if case == "num_tokens":
-                n = data.draw(st.sampled_from([0, -16, 8, n + HASH_UNIT, "16", None]), label="n")
+                over = HASH_UNIT * (len(tokens) + 1)
+                n = data.draw(st.sampled_from([0, -16, 8, over, "16", None]), label="n")
             elif case == "replace":
                 again = data.draw(st.sampled_from([1, 0, "yes", None]), label="replace")
             elif case == "block_size":
@@ -1426,7 +1434,7 @@ class _Lockstep(RuleBasedStateMachine):
                 args[0] = data.draw(bad_request, label="bad request")
             else:
                 args[1] = top + 1
-            op = EmitCachedBlockEvents(*args, pool=p)
+            op = EmitCachedBlockEvents(args[0], args[1], args[2], args[3], pool=p)
         if self.world.copy().apply(op).ok:
             return  # this state accepts it (events off, nothing cached...): not a refusal
         self.do(op, refused=True)
@@ -1468,7 +1476,7 @@ class _Lockstep(RuleBasedStateMachine):
         elif case == "too many":
             nf = len(blocks) + 1
         elif case == "hashes":
-            blocks = list(held) + [BlockRef(p, NULL_BLOCK)] * (have + 1)
+            blocks = [*held, *[BlockRef(p, NULL_BLOCK)] * (have + 1)]
             nf = have + 1
         elif case == "twice":
             blocks = [blocks[0], blocks[0]]

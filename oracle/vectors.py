@@ -196,6 +196,7 @@ def _multikey_refusals() -> tuple[list[tuple[int, bool, bool]], list[Any]]:
         CacheBlocks,
         CacheFullBlocks,
         CachePartialBlock,
+        GetCachedBlockGroups,
         GetNewBlocks,
         MMFeature,
         MoveBlockHashes,
@@ -210,7 +211,13 @@ def _multikey_refusals() -> tuple[list[tuple[int, bool, bool]], list[Any]]:
         mm=(MMFeature("img", 20, 8), MMFeature("aud", 40, 4)),
     )
     odd = Request(("not bytes",), tuple(range(16)))
-    pools = [(5, True, True), (3, True, False), (3, False, False)]
+    mm2 = Request(
+        (b"n", b"nn", b"nnn"),
+        tuple(range(48)),
+        mm=(MMFeature("img", 20, 8), MMFeature("aud", 40, 4)),
+        cache_salt="salt",
+    )
+    pools = [(9, True, True), (3, True, False), (3, False, False)]
     ops: list[Any] = [
         GetNewBlocks(3),  # blocks 1, 2, 3 in use; 4 free
         CacheFullBlocks("not a request", (1,), 0, 1, 16, 0),
@@ -230,6 +237,18 @@ def _multikey_refusals() -> tuple[list[tuple[int, bool, bool]], list[Any]]:
         CacheFullBlocks(mm, (1, 2, 0), 0, 3, 16, 0),  # inputs before, inside, after blocks
         MoveBlockHashes(1, 3),  # dst keyed
         MoveBlockHashes(1, 4),  # dst free
+        CacheFullBlocks(r, (1,), "0", 1, 16, 0),  # a count that is no int
+        CacheFullBlocks(r, (1,), 0, 1, 16, -1),  # a group out of range
+        CacheFullBlocks(r, (1,), 0, 1, 24, 0),  # not a multiple of hash_block_size
+        GetCachedBlockGroups(b"m", (0,)),  # a hit
+        GetNewBlocks(3),  # 4, 5, 6
+        # masked middle block: the event's scan passes an input that ends before a block
+        CacheFullBlocks(mm2, (4, 5, 6), 0, 3, 16, 0, (True, False, True)),
+        GetNewBlocks(1),  # 7
+        CachePartialBlock(r, 7, 16, 1, 16),  # a primary key of 16 tokens
+        CachePartialBlock(r, 7, 16, 0, 16),  # not longer: a further entry beside it
+        CacheFullBlocks(r, (0, 7), 1, 2, 16, 1),  # covers 32 > 16: promoted
+        CachePartialBlock(mm, 7, 48, 0, 16),  # longer; its event starts inside an input
         TakeEvents(),
     ]
     return pools, ops

@@ -152,3 +152,41 @@ def test_a_vllm_api_class_without_a_method_is_not_given_its_calls() -> None:
     assert not set(MULTIKEY_OPS) & resolve("spec").capabilities  # its get_cached_block(key)
     report = conform(as_target(NoMoves), "exact", examples=30, steps=15, rules=VALID)
     assert report.conforms and "MoveBlockHashes" in report.coverage.missing()
+
+
+def test_fastcheck_makes_the_new_calls_and_catches_a_multikey_bug() -> None:
+    from kvpool.oracle.fastcheck import run_random
+
+    for events in (False, True):
+        good = run_random(resolve("reference"), 3000, 64, check_every=50, events=events)
+        assert good.divergence is None, good.divergence
+    cls = mutants.get("groups-lookup-partial").pool_class()
+    bad = run_random(as_target(cls), 3000, 64)
+    assert bad.divergence is not None and "GetCachedBlockGroups" in bad.divergence
+    blind = run_random(without_multikey(cls), 3000, 64)
+    assert blind.divergence is None  # without the new calls the bug is not met
+
+
+def test_check_log_replays_the_multikey_calls_of_kvpools_pool(tmp_path: Path) -> None:
+    from kvpool.impl import BlockPool
+    from kvpool.oracle.driver import RequestView
+    from kvpool.oracle.tracelog import check_log, record
+
+    req = RequestView(Request((b"a", b"ab", b"abc"), tuple(range(48)), session_id="s"))
+    log = tmp_path / "pool.log"
+    moves_loudly = mutants.get("move-announces-removal").pool_class()
+    for cls, clean in ((BlockPool, True), (moves_loudly, False)):
+        rec = record(cls(6, enable_caching=True, enable_kv_cache_events=True), log)
+        a, b, c = rec.get_new_blocks(3)
+        rec.cache_full_blocks(req, [a, b], 0, 2, 16, 0)
+        rec.cache_partial_block(req, c, 48, 1, 16)
+        rec.cache_partial_block(req, c, 32, 1, 16)  # a further entry
+        assert rec.get_cached_block(b"ab", [0, 1]) == [b, c]
+        (d,) = rec.get_new_blocks(1)
+        rec.move_block_hashes(c, d)
+        rec.emit_cached_block_events(req, 2, 16, 0)
+        rec.take_events()
+        rec.close()
+        found = check_log(log).divergence
+        assert (found is None) == clean, found
+    assert found is not None and found.rule == "result differs: events"

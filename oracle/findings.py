@@ -199,7 +199,6 @@ FINDINGS: tuple[Finding, ...] = (
 )
 
 
-
 def by_name(name: str) -> Finding:
     for f in FINDINGS:
         if f.name == name:

@@ -1545,9 +1545,13 @@ def build_machine(
     is the trace of the final (shrunk) failing run.
     """
     name = f"Lockstep_{getattr(factory, '__name__', 'target')}_{config.level}"
-    machine: type[_Lockstep] = type(
-        name, (_Lockstep,), {"factory": staticmethod(factory), "config": config}
-    )
+    body: dict[str, Any] = {"factory": staticmethod(factory), "config": config}
+    if not any(o in config.capabilities for o in MULTIKEY_OPS):
+        # no rule at all (not one whose precondition fails): Hypothesis draws among the
+        # class's rules, so a target without vLLM's multi-key calls is searched exactly
+        # as before they existed
+        body["multikey"] = None
+    machine: type[_Lockstep] = type(name, (_Lockstep,), body)
     machine.last_trace = None
     return machine
 
@@ -1722,7 +1726,10 @@ def kill(
     from kvpool import mutants
 
     m = mutants.get(mutant) if isinstance(mutant, str) else mutant
-    cfg = impl_config(**{**MUTANT_FOCUS, **dict(m.hints), **config})
+    # the key-level catalogue is hunted with the key-level calls (as it was before vLLM's
+    # multi-key calls were made); their own catalogue with every call
+    ops = ALL_OPS if m in mutants.VLLM_API_MUTANTS else ALL_OPS - set(MULTIKEY_OPS)
+    cfg = impl_config(**{"capabilities": ops, **MUTANT_FOCUS, **dict(m.hints), **config})
     return hunt(m.pool_class(), cfg, run_settings or profile("mutant"), m.name, max_shrinks)
 
 

@@ -717,6 +717,9 @@ class VllmPool:
     def translate(self, event: Any) -> Event:
         """vLLM's event as the spec's: an event of the adapter's codes (``cache_blocks``)
         names their keys only; one of real hashes (vLLM's multi-key calls) every field."""
+        if isinstance(event, BlockStored | BlockRemoved | AllBlocksCleared):
+            # a pool that logs the spec's events (kvpool's own behind this adapter)
+            return _decode_event(event, self.codec.decode, self.codec.key)  # type: ignore[no-any-return]
         name = type(event).__name__
         hashes = [bytes(h) for h in getattr(event, "block_hashes", None) or () if _raw(h)]
         if name == "AllBlocksCleared" or len(hashes) != len(event.block_hashes or ()):
@@ -896,8 +899,17 @@ def vllm_state(pool: VllmPool) -> PoolState:
     )
 
 
-def _decode_event(e: Any, dec: Callable[[Any], Hashable]) -> Any:
-    """A spec event whose keys are the adapter's hash codes, with the keys they stand for."""
+def _decode_event(e: Any, dec: Callable[[Any], Hashable], codes: dict[bytes, Hashable]) -> Any:
+    """A spec event whose keys are the adapter's hash codes, with the keys they stand for.
+
+    An event of vLLM's multi-key calls (real hashes, none of them a code) is kept whole."""
+    hashes = getattr(e, "block_hashes", None) or ()
+    keys = getattr(e, "keys", None) or ((e.key,) if hasattr(e, "key") else ())
+    coded = any(isinstance(h, bytes) and h in codes for h in hashes) or any(
+        isinstance(k, bytes) and (k in codes or k[:-4] in codes) for k in keys
+    )
+    if not coded:  # (the adapter's cache_blocks always names at least one code)
+        return e
     changes: dict[str, Any] = {}
     if dataclasses.is_dataclass(e):  # vLLM's own event fields: CacheBlocks models none
         for f in dataclasses.fields(e):
@@ -918,7 +930,10 @@ def decoded_state(pool: VllmPool, ps: PoolState | None = None) -> PoolState:
     dec = pool.codec.decode
     ps.key = [None if k is None else dec(k) for k in ps.key]
     ps.index = {dec(k): v for k, v in ps.index.items()}
-    ps.log = [_decode_event(e, dec) if isinstance(e, Event) else pool.translate(e) for e in ps.log]
+    codes = pool.codec.key
+    ps.log = [
+        _decode_event(e, dec, codes) if isinstance(e, Event) else pool.translate(e) for e in ps.log
+    ]
     ps.entries = {b: [dec(k) for k in ks] for b, ks in ps.entries.items()}
     # cache_full_blocks records how many tokens each key covers; the oracle's CacheBlocks,
     # which the adapter turns into that call with its own codes, models no tokens: only

@@ -203,3 +203,21 @@ def test_vllm_0_33_is_driven_through_its_own_multikey_methods() -> None:
     assert report.conforms or (
         report.rule == "state differs" and "further keys" in report.message
     ), report.message
+
+
+def test_kvpools_pool_through_the_vllm_adapter_conforms_on_the_new_calls() -> None:
+    """One path: kvpool.impl.BlockPool driven as a vLLM class (the adapter a release or a
+    fork gets) conforms at exact and robust on the multi-key calls; a multi-key mutant of
+    it does not."""
+    from kvpool.impl import BlockPool
+    from kvpool.oracle.targets import _probed
+    from kvpool.oracle.vllm_target import class_factory
+
+    target = _probed("impl-as-vllm", class_factory(BlockPool))
+    assert set(MULTIKEY_OPS) <= target.capabilities
+    for level in ("exact", "robust"):
+        report = conform(target, level, examples=80, steps=20, max_blocks=6, rules=REFUSALS)
+        assert report.conforms, report.message
+    bad = class_factory(mutants.get("groups-lookup-partial").pool_class())
+    report = conform(_probed("mutant-as-vllm", bad), "exact", 150, steps=20, rules=VALID)
+    assert not report.conforms and report.rule == "result differs: value"

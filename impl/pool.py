@@ -788,6 +788,7 @@ class BlockPool:
 
         raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
         """  # noqa: E501
+        hashes = _block_hashes(request)  # the request first, as the spec reads it first
         nc, nf = num_cached_blocks, num_full_blocks
         for value, what in ((nc, "num_cached_blocks"), (nf, "num_full_blocks")):
             if type(value) is not int or value < 0:
@@ -802,7 +803,6 @@ class BlockPool:
         mask = None if block_mask is None else _materialise(block_mask, "block_mask")
         if mask is not None and (len(mask) != nf - nc or any(type(m) is not bool for m in mask)):
             raise InvalidArgument(f"block_mask must be {nf - nc} bools, got {block_mask!r}")
-        hashes = _block_hashes(request)
         scale = block_size // self.hash_block_size
         if len(hashes) // scale < nf:
             raise InvalidArgument(
@@ -986,6 +986,7 @@ class BlockPool:
 
         raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
         """  # noqa: E501
+        hashes = _block_hashes(request)  # the request first, as the spec reads it first
         try:
             _owner(block)
         except _NotABlock:
@@ -999,7 +1000,6 @@ class BlockPool:
         if block.is_null:
             return None
         self._sizes(block_size, kv_cache_group_id)
-        hashes = _block_hashes(request)
         hsz = self.hash_block_size
         n = num_tokens
         if type(n) is not int or n < 1 or n % hsz or n // hsz > len(hashes):
@@ -1077,13 +1077,13 @@ class BlockPool:
 
         raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
         """  # noqa: E501
+        hashes = _block_hashes(request)  # the request first, as the spec reads it first
         n = num_cached_blocks
         if type(n) is not int or n < 0:
             raise InvalidArgument(f"num_cached_blocks must be an int >= 0, got {n!r}")
         self._sizes(block_size, kv_cache_group_id)
         if not self.enable_kv_cache_events or n == 0:
             return
-        hashes = _block_hashes(request)
         scale = block_size // self.hash_block_size
         if len(hashes) // scale < n:
             raise InvalidArgument(

@@ -744,9 +744,11 @@ VLLM_API_MUTANTS: tuple[Mutant, ...] = (
 )
 """Bugs in vLLM 0.33.0's caching calls (blocks with several keys, groups, moves).
 
-The oracle's lockstep machine does not drive these calls yet, so these are kept out
-of :data:`MUTANTS` (which it must kill); tests/test_multikey.py shows each is caught
-by the spec-vs-impl lockstep test of the vLLM operations.
+Kept out of :data:`MUTANTS`, which the catalogue check kills with the key-level calls
+in short runs. tests/test_multikey.py shows each is caught by the spec-vs-impl lockstep
+test of the vLLM operations, tests/test_vllm_dropin.py by the differential against
+vLLM 0.33.0, and tests/test_oracle_multikey.py shows the oracle's search catching them
+through its multi-key rule (and not without it).
 """
 
 CATALOGUE: dict[str, Mutant] = {m.name: m for m in MUTANTS + VLLM_API_MUTANTS}

@@ -53,6 +53,7 @@ from .target_base import (
     DROP_POOL,
     METHODS,
     MULTI_POOL,
+    MULTIKEY_OPS,
     Target,
     TargetBroken,
     TargetError,
@@ -416,7 +417,10 @@ def cmd_target(command: str, call_timeout: float | None = None) -> Target:
     if not declared & set(METHODS):
         process.close(wait=0.0)
         raise TargetError(f"{_cut(command)} declares none of the pool methods in its hello")
-    caps = {c for c in declared if c in METHODS or c == "evict_first"} | {MULTI_POOL}
+    # the JSON-lines protocol has no request objects: vLLM's multi-key calls are not carried
+    caps = {
+        c for c in declared if (c in METHODS and c not in MULTIKEY_OPS) or c == "evict_first"
+    } | {MULTI_POOL}
     has_state = "state" in declared
     registry: dict[int, CmdPool] = {}
 

@@ -30,17 +30,23 @@ from kvpool.spec.errors import ErrorKind
 from kvpool.spec.ops import (
     BlockRef,
     CacheBlocks,
+    CacheFullBlocks,
+    CachePartialBlock,
     DropPool,
+    EmitCachedBlockEvents,
     EvictBlocks,
     Firing,
     FreeBlocks,
     GetCachedBlock,
+    GetCachedBlockGroups,
     GetNewBlocks,
     GetNumFreeBlocks,
     GetUsage,
     IsBlockWritable,
+    MoveBlockHashes,
     Op,
     Outcome,
+    Request,
     ResetPrefixCache,
     TakeEvents,
     Touch,
@@ -337,6 +343,54 @@ def _blocks(d: Driver, op: Any) -> list[Any]:
     return [d.block(e) for e in op.blocks]
 
 
+class RequestView:
+    """A spec :class:`~kvpool.spec.ops.Request` as vLLM's pool reads a request (attributes
+    only: vLLM 0.33.0's ``block_hashes``, ``all_token_ids``, ``lora_request``,
+    ``mm_features``, ``cache_salt``, ``session_id``; no vLLM import)."""
+
+    def __init__(self, req: Request) -> None:
+        self.request_id = "kvpool"
+        self.block_hashes = list(req.block_hashes)
+        self.all_token_ids = list(req.all_token_ids)
+        self.num_tokens = len(self.all_token_ids)
+        self.lora_request = None if req.lora is None else _LoraView(req.lora)
+        self.mm_features = [_MMView(f.identifier, f.offset, f.length) for f in req.mm]
+        self.cache_salt = req.cache_salt
+        self.session_id = req.session_id
+        self.prompt_embeds = None
+
+    def __repr__(self) -> str:
+        return f"RequestView({len(self.block_hashes)} hashes)"
+
+
+class _LoraView:
+    def __init__(self, lora: Any) -> None:
+        self.adapter_id = lora.adapter_id
+        self.name = self.lora_name = lora.name
+        self.lora_path = lora.path
+
+
+class _Span:
+    def __init__(self, offset: int, length: int) -> None:
+        self.offset, self.length = offset, length
+
+
+class _MMView:
+    def __init__(self, identifier: str, offset: int, length: int) -> None:
+        self.identifier = identifier
+        self.mm_position = _Span(offset, length)
+
+
+def request_view(req: object) -> object:
+    """What the driver passes for a call's request: a :class:`RequestView` of a spec
+    request; anything else (an ill-formed request, at ``robust``) as it is."""
+    return RequestView(req) if isinstance(req, Request) else req
+
+
+def _group_hit(blocks: Any) -> object:
+    return None if blocks is None else tuple(b.block_id for b in blocks)
+
+
 CALLS: dict[type[Op], tuple[str, _Args, Callable[[Any], object]]] = {
     GetNewBlocks: (
         "get_new_blocks",
@@ -369,6 +423,56 @@ CALLS: dict[type[Op], tuple[str, _Args, Callable[[Any], object]]] = {
     GetUsage: ("get_usage", _NO_ARGS, float),
     IsBlockWritable: ("is_block_writable", lambda d, op: ((d.block(op.block),), {}), bool),
     TakeEvents: ("take_events", _NO_ARGS, tuple),
+    # vLLM 0.33.0's calls on blocks with several keys (requests as RequestView)
+    CacheFullBlocks: (
+        "cache_full_blocks",
+        lambda d, op: (
+            (
+                request_view(op.request),
+                _blocks(d, op),
+                op.num_cached_blocks,
+                op.num_full_blocks,
+                op.block_size,
+                op.group,
+            ),
+            {} if op.block_mask is None else {"block_mask": list(op.block_mask)},
+        ),
+        _ignored,
+    ),
+    CachePartialBlock: (
+        "cache_partial_block",
+        lambda d, op: (
+            (
+                request_view(op.request),
+                d.block(op.block),
+                op.num_tokens,
+                op.group,
+                op.block_size,
+            ),
+            {}
+            if op.replace_existing_hashes is False
+            else {"replace_existing_hashes": op.replace_existing_hashes},
+        ),
+        lambda key: key,
+    ),
+    MoveBlockHashes: (
+        "move_block_hashes",
+        lambda d, op: ((d.block(op.src), d.block(op.dst)), {}),
+        _ignored,
+    ),
+    GetCachedBlockGroups: (
+        "get_cached_block",  # vLLM's form: (block_hash, kv_cache_group_ids)
+        lambda d, op: ((op.block_hash, list(op.group_ids)), {}),
+        _group_hit,
+    ),
+    EmitCachedBlockEvents: (
+        "emit_cached_block_events",
+        lambda d, op: (
+            (request_view(op.request), op.num_cached_blocks, op.block_size, op.group),
+            {},
+        ),
+        _ignored,
+    ),
 }
 """Every pool operation (all but DropPool): the method it calls on a vLLM-API pool, how the
 spec operation's arguments become the call's, and how the call's result becomes the spec's

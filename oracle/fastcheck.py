@@ -30,14 +30,18 @@ from dataclasses import dataclass
 from kvpool.spec.invariants import check_pool
 from kvpool.spec.ops import (
     CacheBlocks,
+    CacheFullBlocks,
+    CachePartialBlock,
     EvictBlocks,
     FreeBlocks,
     GetCachedBlock,
+    GetCachedBlockGroups,
     GetNewBlocks,
     GetNumFreeBlocks,
     IsBlockWritable,
     Op,
     Outcome,
+    Request,
     TakeEvents,
     Touch,
     UnpinBlocks,
@@ -69,6 +73,8 @@ def same_state(a: PoolState, b: PoolState) -> bool:
         and list(a.pending.items()) == list(b.pending.items())
         and a.log == b.log
         and a.view == b.view
+        and a.tokens == b.tokens
+        and {k: v for k, v in a.entries.items() if v} == {k: v for k, v in b.entries.items() if v}
     )
 
 
@@ -82,13 +88,22 @@ def rename(ps: PoolState, a: int, b: int) -> None:
     if a == b:
         return
     for x, y in ((a, b), (b, a)):
-        k = ps.key[x]
-        if k is not None:
+        for k in ps.keys_of(x):  # primary key and further entries
             holders = ps.index[k]
             del holders[x]
             holders[y] = None
     ps.ref[a], ps.ref[b] = ps.ref[b], ps.ref[a]
     ps.key[a], ps.key[b] = ps.key[b], ps.key[a]
+    ta, tb = ps.tokens.pop(a, None), ps.tokens.pop(b, None)
+    if ta is not None:
+        ps.tokens[b] = ta
+    if tb is not None:
+        ps.tokens[a] = tb
+    ea, eb = ps.entries.pop(a, None), ps.entries.pop(b, None)
+    if ea is not None:
+        ps.entries[b] = ea
+    if eb is not None:
+        ps.entries[a] = eb
     if (a in ps.free) != (b in ps.free):
         gone, come = (a, b) if a in ps.free else (b, a)
         del ps.free[gone]
@@ -272,10 +287,42 @@ def run_random(
             return step(UnpinBlocks((req[0],), "not callable"), [req[0]])
         return None
 
+    def multikey_call() -> str | None:
+        """One of vLLM's calls on blocks with several keys (not at ``safety``, where the two
+        sides' keys may differ): a partial entry on a request's block, its uncached blocks
+        cached whole, or a lookup over both groups. Requests of four hashes each."""
+        draw = mk_rng
+        req = held[draw.randrange(len(held))] if held else []
+        r = draw.randrange(4000)
+        request = Request(tuple(b"f%d.%d" % (r, i) for i in range(4)), tuple(range(64)))
+        g = draw.randrange(2)
+        kind = draw.randrange(3)
+        if kind == 0 and req:
+            b = req[draw.randrange(len(req))]
+            if type(ps.key[b]) not in (bytes, type(None)):
+                return None  # keyed by cache_blocks: left to the key-level calls
+            return step(CachePartialBlock(request, b, 16 * draw.randint(1, 4), g, 16), [b])
+        if kind == 1 and req:
+            bare = [b for b in dict.fromkeys(req) if ps.key[b] is None][:4]
+            return step(CacheFullBlocks(request, tuple(bare), 0, len(bare), 16, g), bare)
+        if kind == 2:
+            return step(GetCachedBlockGroups(request.block_hashes[draw.randrange(4)], (0, 1)), [])
+        return None
+
+    # its own random stream: the key-level workload draws exactly what it drew before
+    mk_rng = random.Random(seed + 1)
+    multikey = (
+        not safety
+        and caching
+        and {"CacheFullBlocks", "CachePartialBlock", "GetCachedBlockGroups"} <= target.capabilities
+    )
     problem: str | None = None
     while done < ops and problem is None:
         if robust and rng.random() < 0.05:
             problem = invalid_call()
+            continue
+        if multikey and mk_rng.random() < 0.05:
+            problem = multikey_call()
             continue
         r = rng.random()
         if r < 0.35 or not held:

@@ -18,10 +18,12 @@ from typing import Any
 from kvpool.spec.ops import (
     BlockRef,
     CacheBlocks,
+    CachePartialBlock,
     EvictBlocks,
     FreeBlocks,
     GetNewBlocks,
     IsBlockWritable,
+    Request,
     TakeEvents,
     Touch,
     UnpinBlocks,
@@ -73,6 +75,10 @@ class Finding:
 P1 = ((8, True, False),)
 P1E = ((8, True, True),)
 
+_PREFIX = Request(tuple(b"p" + b"abcdef"[: i + 1] for i in range(6)))
+"""A request of six prefix hashes: one block can hold a key for each (a primary key and
+five further entries: partial prefixes inside the block)."""
+
 FINDINGS: tuple[Finding, ...] = (
     Finding(
         "unpin-one-watcher",
@@ -89,6 +95,20 @@ FINDINGS: tuple[Finding, ...] = (
         "INV-EVENTS",
         P1E,
         (GetNewBlocks(2), CacheBlocks((1,), ("a",)), CacheBlocks((2,), ("a",)), EvictBlocks((1,))),
+    ),
+    Finding(
+        "further-entries-unordered",
+        "a block's further entries are a set: dropped (BlockRemoved) in hash order, not in "
+        "the order they were added",
+        "valid use",
+        "state differs",
+        P1E,
+        (
+            GetNewBlocks(1),
+            *(CachePartialBlock(_PREFIX, 1, 16 * n, 0, 16) for n in (6, 5, 4, 3, 2, 1)),
+            EvictBlocks((1,)),
+            TakeEvents(),
+        ),
     ),
     Finding(
         "watcher-sees-half-handout",
@@ -177,8 +197,6 @@ FINDINGS: tuple[Finding, ...] = (
         (UnpinBlocks((0,), 0),),
     ),
 )
-
-_ = TakeEvents  # (kept importable for traces that take events)
 
 
 def by_name(name: str) -> Finding:

@@ -79,20 +79,29 @@ from hypothesis.stateful import (
 
 from kvpool.impl.bridge import abstract, inv_list, walk_free_queue
 from kvpool.spec.invariants import INVARIANT_NAMES, INVARIANTS, Violation, check_pool
+from kvpool.spec.keys import split_key
 from kvpool.spec.ops import (
-    OP_CLASSES,
+    ALL_OP_CLASSES,
     BlockRef,
     CacheBlocks,
+    CacheFullBlocks,
+    CachePartialBlock,
     DropPool,
+    EmitCachedBlockEvents,
     EvictBlocks,
     FreeBlocks,
     GetCachedBlock,
+    GetCachedBlockGroups,
     GetNewBlocks,
     GetNumFreeBlocks,
     GetUsage,
     IsBlockWritable,
+    Lora,
+    MMFeature,
+    MoveBlockHashes,
     Op,
     Outcome,
+    Request,
     ResetPrefixCache,
     TakeEvents,
     Touch,
@@ -104,8 +113,20 @@ from .driver import Driver, PoolFactory, WatcherAction
 from .exits import TargetCrashed, TargetHung
 from .traceformat import result_rule
 
-ALL_OPS: frozenset[str] = frozenset(cls.__name__ for cls in OP_CLASSES)
-"""Every op class name of the semantics: the default ``capabilities``."""
+ALL_OPS: frozenset[str] = frozenset(cls.__name__ for cls in ALL_OP_CLASSES)
+"""Every op class name of the semantics (vLLM's multi-key calls included): the default
+``capabilities``."""
+
+MULTIKEY_OPS: tuple[str, ...] = (
+    "CacheFullBlocks",
+    "CachePartialBlock",
+    "MoveBlockHashes",
+    "GetCachedBlockGroups",
+    "EmitCachedBlockEvents",
+)
+"""vLLM 0.33.0's calls on blocks with several keys: rule ``multikey`` makes them (any one
+the target has), ``multikey_refused`` their refusals."""
+CACHING_CALLS = ("CacheFullBlocks", "CachePartialBlock")
 
 Level = Literal["safety", "exact", "robust"]
 
@@ -384,6 +405,38 @@ token_lists = st.lists(st.sampled_from(TOKENS), min_size=1, max_size=5).map("".j
 def prefix_keys(tokens: str) -> list[str]:
     """``"abc" -> ["a", "ab", "abc"]``: a request's chain of block keys (shared prefixes share)."""
     return [tokens[: i + 1] for i in range(len(tokens))]
+
+
+HASH_UNIT = 16
+"""Tokens per request hash: the machine's pools keep the default ``hash_block_size``."""
+BLOCK_SIZES = (16, 32)
+"""Block sizes of vLLM's multi-key calls: one and two hash units."""
+GROUPS = st.sampled_from((0, 1))
+FLAVOURS: tuple[dict[str, Any], ...] = (
+    {},
+    {"lora": Lora(7, "adapter", "/lora/adapter")},
+    {"mm": (MMFeature("img", 20, 8), MMFeature("aud", 40, 30)), "cache_salt": "salt"},
+    {"session_id": "s1"},
+)
+"""What a request carries beside its tokens (each shapes vLLM's event fields)."""
+
+
+def make_request(tokens: str, flavour: int) -> Request:
+    """A request of one hash per token letter: hash i covers the first i+1 letters (so shared
+    prefixes share hashes), ``HASH_UNIT`` token ids per letter. Hashes start with ``h``, the
+    flavour and ``:`` (a flavour changes every hash, as vLLM's extra keys do)."""
+    hashes = tuple(b"h%d:" % flavour + tokens[: i + 1].encode() for i in range(len(tokens)))
+    ids = tuple(ord(c) * 100 + j for c in tokens for j in range(HASH_UNIT))
+    return Request(hashes, ids, **FLAVOURS[flavour])
+
+
+def request_tokens(block_hash: object) -> tuple[int, str] | None:
+    """(flavour, tokens) of a hash :func:`make_request` made, else None."""
+    if type(block_hash) is not bytes or block_hash[:1] != b"h" or block_hash[3:4] != b":":
+        return None
+    if not block_hash[1:2].isdigit() or int(block_hash[1:2]) >= len(FLAVOURS):
+        return None
+    return int(block_hash[1:2]), block_hash[4:].decode("ascii", "replace")
 
 
 BAD_COUNTS: tuple[object, ...] = (-1, -3, True, False, 1.5, "2", None)
@@ -852,6 +905,197 @@ class _Lockstep(RuleBasedStateMachine):
                 del self.action_pools[wid]
         self.do(DropPool(pool=p))
 
+    # -- vLLM 0.33.0's calls on blocks with several keys -------------------------------------
+
+    def mk_request(self, p: int, data: st.DataObject) -> tuple[Request, str]:
+        """A request and its tokens: fresh, or (half the time) extending a prefix pool ``p``
+        holds under a key in vLLM's form, so that requests share prefixes and keys."""
+        held = sorted(
+            {
+                t
+                for k in self.ps(p).index
+                if (parts := split_key(k)) is not None
+                and (t := request_tokens(parts[0])) is not None
+            }
+        )
+        if held and bool(data.draw(st.booleans(), label="extend a cached prefix")):
+            flavour, prefix = data.draw(st.sampled_from(held), label="cached prefix")
+            more = data.draw(st.lists(st.sampled_from(TOKENS), max_size=2), label="more")
+            tokens = prefix + "".join(more)
+        else:
+            flavour = data.draw(st.integers(0, len(FLAVOURS) - 1), label="flavour")
+            tokens = data.draw(token_lists, label="tokens")
+        return make_request(tokens, flavour), tokens
+
+    def held_blocks(self, p: int) -> list[BlockRef]:
+        """Every block of pool ``p`` some request holds, in use, each once."""
+        ps = self.ps(p)
+        out: dict[BlockRef, None] = {}
+        for entries in self.held.values():
+            out.update((e, None) for e in entries if e.pool == p and ps.ref[e.block] > 0)
+        return list(out)
+
+    @_needs()
+    @precondition(lambda self: any(o in self.config.capabilities for o in MULTIKEY_OPS))
+    @rule(rid=requests, data=st.data())
+    def multikey(self, rid: int, data: st.DataObject) -> None:
+        """A request's step through vLLM 0.33.0's calls on blocks with several keys: one to
+        four valid calls (partial entries, full blocks and promotion, moves, lookups by
+        group, re-announced hits) on one pool, one request and (mostly) its blocks.
+
+        One rule among the others, so the key-level rules keep their share of the
+        steps (about fourteen in fifteen); the calls it makes come in short runs, so
+        that one call builds the state the next reads (a partial entry then its
+        promotion, a cached hash then its lookup by groups, keys then their move).
+        """
+        caps = self.config.capabilities
+        entries = self.held.get(rid, [])
+        kinds = [o for o in MULTIKEY_OPS if o in caps]
+        # caching calls three times as often as the others: they build the state the rest read
+        weighted = [k for k in kinds for _ in range(3 if k in CACHING_CALLS else 1)]
+        alive = self.alive()
+        own = entries[0].pool if entries else -1
+        p = own if own in alive else data.draw(st.sampled_from(alive), label="pool")
+        if "EvictBlocks" in caps:  # vLLM's manager evicts cached blocks between calls too
+            weighted.append("EvictBlocks")
+        req, tokens = self.mk_request(p, data)
+        last: list[CachePartialBlock] = []
+        for _ in range(data.draw(st.integers(1, 4), label="calls")):
+            kind = data.draw(st.sampled_from(weighted), label="vLLM call")
+            if kind == "CachePartialBlock" and last and data.draw(st.booleans(), label="again"):
+                # the same block again: the same key (held), a longer prefix, a shorter one
+                # or another group beside it (further entries)
+                before = last[-1]
+                n = HASH_UNIT * data.draw(st.integers(1, len(tokens)), label="hash units")
+                g = data.draw(GROUPS, label="group")
+                again = data.draw(st.integers(0, 4), label="replace") == 0
+                same = data.draw(st.booleans(), label="same key")
+                op: Op | None = before
+                if not same:
+                    op = replace(before, num_tokens=n, group=g, replace_existing_hashes=again)
+            elif kind == "CacheFullBlocks" and last and data.draw(st.booleans(), label="promote"):
+                before = last[-1]
+                bs = data.draw(st.sampled_from(BLOCK_SIZES), label="block_size")
+                g = data.draw(GROUPS, label="group")
+                op = self.full_blocks_call(p, req, [], bs, g, data, promote=before)
+            elif kind == "EvictBlocks":
+                keyed = [b for b in range(1, self.ps(p).num_blocks) if self.ps(p).keys_of(b)]
+                if not keyed:
+                    continue
+                op = EvictBlocks((data.draw(st.sampled_from(keyed), label="evicted"),), pool=p)
+            else:
+                op = self.multikey_call(kind, p, req, tokens, entries, data)
+            if op is None:
+                continue
+            out = self.do(op)
+            if isinstance(op, CachePartialBlock) and out.ok:
+                last.append(op)
+
+    def multikey_call(
+        self,
+        kind: str,
+        p: int,
+        req: Request,
+        tokens: str,
+        entries: list[BlockRef],
+        data: st.DataObject,
+    ) -> Op | None:
+        """One valid call of kind ``kind`` on pool ``p`` (None: none can be made here)."""
+        ps = self.ps(p)
+        mine = [e for e in entries if e.pool == p and ps.ref[e.block] > 0]
+        held = mine or self.held_blocks(p)
+        if kind in CACHING_CALLS and (not ps.caching or not held):
+            return None  # caching off is a refusal (multikey_refused); nothing in use
+        bs = data.draw(st.sampled_from(BLOCK_SIZES), label="block_size")
+        g = data.draw(GROUPS, label="group")
+        if kind == "CachePartialBlock":
+            # not on a block keyed by the key-level cache_blocks: that key has no token count
+            # in the spec, while a vLLM pool (cache_blocks through cache_full_blocks)
+            # records one, which decides whether a longer prefix replaces it
+            held = [e for e in held if type(ps.key[e.block]) in (bytes, type(None))]
+            if not held:
+                return None
+            null = BlockRef(p, NULL_BLOCK)  # now and then the null block: None, no change
+            b = data.draw(st.sampled_from(held) | st.just(null), label="block")
+            n = HASH_UNIT * data.draw(st.integers(1, len(tokens)), label="hash units")
+            again = data.draw(st.integers(0, 4), label="replace") == 0
+            return CachePartialBlock(req, b, n, g, bs, again, pool=p)
+        if kind == "CacheFullBlocks":
+            return self.full_blocks_call(p, req, held, bs, g, data)
+        if kind == "MoveBlockHashes":
+            keyed = [b for b in range(1, ps.num_blocks) if ps.key[b] is not None]
+            empty = [e.block for e in self.held_blocks(p) if ps.key[e.block] is None]
+            if keyed and empty:
+                src = data.draw(st.sampled_from(keyed), label="src")
+                dst = data.draw(st.sampled_from(empty), label="dst")
+            else:  # src holds no key: nothing moves
+                bare = [b for b in range(1, ps.num_blocks) if ps.key[b] is None]
+                if not bare:
+                    return None
+                src = data.draw(st.sampled_from(bare), label="src")
+                dst = data.draw(st.sampled_from(bare), label="dst")
+            return MoveBlockHashes(BlockRef(p, src), BlockRef(p, dst), pool=p)
+        if kind == "GetCachedBlockGroups":
+            cached = sorted(
+                {parts[0] for k in ps.index if (parts := split_key(k)) is not None}, key=repr
+            )
+            pick = st.sampled_from(req.block_hashes)
+            h = data.draw(st.sampled_from(cached) | pick if cached else pick, label="hash")
+            groups = data.draw(st.lists(GROUPS, max_size=3), label="groups")
+            return GetCachedBlockGroups(h, tuple(groups), pool=p)
+        top = len(tokens) // (bs // HASH_UNIT)
+        n = data.draw(st.integers(0, top), label="num_cached_blocks")
+        return EmitCachedBlockEvents(req, n, bs, g, pool=p)
+
+    def full_blocks_call(
+        self,
+        p: int,
+        req: Request,
+        mine: list[BlockRef],
+        bs: int,
+        g: int,
+        data: st.DataObject,
+        promote: CachePartialBlock | None = None,
+    ) -> Op:
+        """cache_full_blocks on a request's blocks, as vLLM's manager makes it: the first
+        ``num_cached_blocks`` already done, maybe a null entry (a sliding window's) and a
+        mask; entries that would be refused (listed twice, cached and not promotable) are
+        masked out, so the call is valid. ``promote``: a partial entry just made, whose
+        block is put where its full block covers more tokens (a promotion)."""
+        ps = self.ps(p)
+        blocks: list[BlockRef] = list(mine)
+        top = min(len(blocks), len(req.block_hashes) // (bs // HASH_UNIT))
+        at = -1
+        if promote is not None and type(promote.num_tokens) is int:
+            at = promote.num_tokens // bs  # covers (at + 1) * bs > num_tokens
+            if at < len(req.block_hashes) // (bs // HASH_UNIT):
+                blocks = [BlockRef(p, NULL_BLOCK)] * at + [promote.block]  # type: ignore[list-item]
+                top = at + 1
+            else:
+                at = -1
+        elif data.draw(st.booleans(), label="null entry"):
+            blocks.insert(data.draw(st.integers(0, len(blocks)), label="null at"), BlockRef(p, 0))
+            top = min(len(blocks), len(req.block_hashes) // (bs // HASH_UNIT))
+        nf = top if at >= 0 else data.draw(st.integers(0, top), label="num_full_blocks")
+        nc = data.draw(st.integers(0, nf if at < 0 else at), label="num_cached_blocks")
+        mask: list[bool] | None = None
+        if at < 0 and data.draw(st.booleans(), label="mask"):
+            mask = data.draw(st.lists(st.booleans(), min_size=nf - nc, max_size=nf - nc))
+        seen: set[int] = set()
+        for i in range(nc, nf):
+            b = blocks[i].block
+            if b == NULL_BLOCK or (mask is not None and not mask[i - nc]):
+                continue
+            have = ps.tokens.get(b)
+            if b in seen or (ps.key[b] is not None and (have is None or have >= (i + 1) * bs)):
+                mask = mask if mask is not None else [True] * (nf - nc)
+                mask[i - nc] = False
+                continue
+            seen.add(b)
+        return CacheFullBlocks(
+            req, tuple(blocks), nc, nf, bs, g, None if mask is None else tuple(mask), pool=p
+        )
+
     # -- faulty and re-entrant watchers --------------------------------------------------
 
     def arm(self, wid: int, action: WatcherAction | None, pool: int, text: str) -> None:
@@ -962,8 +1206,10 @@ class _Lockstep(RuleBasedStateMachine):
         ("unpin_refused", ("UnpinBlocks",)),
         ("cache_refused", ("CacheBlocks",)),
         ("bad_ids_and_keys", ("EvictBlocks", "GetCachedBlock")),
+        ("multikey_refused", MULTIKEY_OPS),
     )
-    """Each kind of invalid call and the ops it needs (one rule draws among them)."""
+    """Each kind of invalid call and the ops it needs (one rule draws among them);
+    ``multikey_refused`` needs any one of vLLM's multi-key calls."""
 
     @_needs(level=ROBUST)
     @rule(data=st.data())
@@ -974,7 +1220,8 @@ class _Lockstep(RuleBasedStateMachine):
         kinds = [
             name
             for name, ops in self.INVALID_CALLS
-            if all(o in caps for o in ops) and (only is None or name in only)
+            if (any if name == "multikey_refused" else all)(o in caps for o in ops)
+            and (only is None or name in only)
         ]
         if len(self.world.pools) == 1 and "foreign_block" in kinds:
             kinds.remove("foreign_block")
@@ -1126,6 +1373,180 @@ class _Lockstep(RuleBasedStateMachine):
         else:
             self.do(GetCachedBlock(["unhashable"], pool=p), refused=True)
 
+    def multikey_refused(self, data: st.DataObject) -> None:
+        """One of vLLM 0.33.0's multi-key calls that the semantics refuses, each refusal kind
+        it defines for them: a bad count, block size, group, mask, request or flag
+        (InvalidArgument), too few hashes, a block listed twice, a cached block that is not
+        promotable or a keyed move target (AlreadyCached), a free block (BlockNotInUse),
+        another pool's block (ForeignBlock), the null block (NullBlockMisuse), caching off
+        (CachingDisabled)."""
+        caps = self.config.capabilities
+        p = data.draw(st.sampled_from(self.alive()), label="pool")
+        ps = self.ps(p)
+        if ps.num_blocks < 2:
+            return
+        kind = data.draw(st.sampled_from([o for o in MULTIKEY_OPS if o in caps]), label="call")
+        req, tokens = self.mk_request(p, data)
+        bs = data.draw(st.sampled_from(BLOCK_SIZES), label="block_size")
+        g = data.draw(GROUPS, label="group")
+        held = self.held_blocks(p)
+        some = data.draw(st.sampled_from(held), label="block") if held else BlockRef(p, 1)
+        free = [BlockRef(p, b) for b in ps.free]
+        keyed = [BlockRef(p, b) for b in range(1, ps.num_blocks) if ps.key[b] is not None]
+        others = [q for q in self.alive() if q != p and self.ps(q).num_blocks > 1]
+        alien = BlockRef(others[0], 1) if others else None
+        bad_group = st.sampled_from([-1, 1 << 32, "0", None, 1.0])
+        bad_size = st.sampled_from([0, -16, 8, 24, "16", None])
+        bad_request = st.sampled_from(["request", None, (b"h0:a",)])
+        cases = ["block_size", "group", "request"]
+        if not ps.caching:
+            cases.append("caching off")
+        elif free:
+            cases.append("not in use")
+        if alien is not None and ps.caching:
+            cases.append("foreign")
+        case_of = {
+            "CachePartialBlock": ["num_tokens", "replace"],
+            "CacheFullBlocks": ["counts", "mask", "too many", "hashes", "twice", "cached"],
+            "MoveBlockHashes": ["null", "not a block", "dst keyed", "dst not in use"],
+            "GetCachedBlockGroups": ["hash", "group"],
+            "EmitCachedBlockEvents": ["counts", "block_size", "group", "request", "hashes"],
+        }
+        if kind == "MoveBlockHashes":
+            cases = ["foreign"] if alien is not None else []
+        elif kind in ("GetCachedBlockGroups", "EmitCachedBlockEvents"):
+            cases = []
+        cases += case_of[kind]
+        case = data.draw(st.sampled_from(cases), label="case")
+        op: Op
+        if kind == "CachePartialBlock":
+            n: object = HASH_UNIT * len(tokens)
+            block: object = some
+            size: object = bs
+            group: object = g
+            request: object = req
+            again: object = False
+            if case == "num_tokens":
+                over = HASH_UNIT * (len(tokens) + 1)
+                n = data.draw(st.sampled_from([0, -16, 8, over, "16", None]), label="n")
+            elif case == "replace":
+                again = data.draw(st.sampled_from([1, 0, "yes", None]), label="replace")
+            elif case == "block_size":
+                size = data.draw(bad_size, label="bad block_size")
+            elif case == "group":
+                group = data.draw(bad_group, label="bad group")
+            elif case == "request":
+                request = data.draw(bad_request, label="bad request")
+            elif case == "not in use":
+                block = data.draw(st.sampled_from(free), label="free block")
+            elif case == "foreign":
+                block = alien
+            op = CachePartialBlock(request, block, n, group, size, again, pool=p)
+        elif kind == "CacheFullBlocks":
+            op = self.full_blocks_refused(p, case, req, held, free, keyed, alien, bs, g, data)
+        elif kind == "MoveBlockHashes":
+            src: object = data.draw(st.sampled_from(keyed), label="src") if keyed else some
+            dst: object = some
+            if case == "null":
+                null = BlockRef(p, NULL_BLOCK)
+                src, dst = (null, dst) if data.draw(st.booleans(), label="src") else (src, null)
+            elif case == "not a block":
+                dst = data.draw(st.sampled_from([*NOT_BLOCKS, BlockRef(p, ps.num_blocks)]))
+            elif case == "foreign":
+                dst = alien
+            elif case == "dst keyed":
+                if not keyed:
+                    return
+                dst = data.draw(st.sampled_from(keyed), label="keyed dst")
+            else:
+                bare = [e for e in free if ps.key[e.block] is None]
+                if not keyed or not bare:
+                    return
+                dst = data.draw(st.sampled_from(bare), label="free dst")
+            op = MoveBlockHashes(src, dst, pool=p)
+        elif kind == "GetCachedBlockGroups":
+            if case == "hash":
+                h = data.draw(st.sampled_from(["h0:a", None, 3, ["x"]]), label="bad hash")
+                op = GetCachedBlockGroups(h, (g,), pool=p)
+            else:
+                bad = data.draw(bad_group, label="bad group")
+                op = GetCachedBlockGroups(req.block_hashes[0], (g, bad), pool=p)
+        else:
+            top = len(tokens) // (bs // HASH_UNIT)
+            args: list[object] = [req, top, bs, g]
+            if case == "counts":
+                args[1] = data.draw(st.sampled_from(BAD_COUNTS), label="bad count")
+            elif case == "block_size":
+                args[2] = data.draw(bad_size, label="bad block_size")
+            elif case == "group":
+                args[3] = data.draw(bad_group, label="bad group")
+            elif case == "request":
+                args[0] = data.draw(bad_request, label="bad request")
+            else:
+                args[1] = top + 1
+            op = EmitCachedBlockEvents(args[0], args[1], args[2], args[3], pool=p)
+        if self.world.copy().apply(op).ok:
+            return  # this state accepts it (events off, nothing cached...): not a refusal
+        self.do(op, refused=True)
+
+    def full_blocks_refused(
+        self,
+        p: int,
+        case: str,
+        req: Request,
+        held: list[BlockRef],
+        free: list[BlockRef],
+        keyed: list[BlockRef],
+        alien: BlockRef | None,
+        bs: int,
+        g: int,
+        data: st.DataObject,
+    ) -> Op:
+        """A refused cache_full_blocks: one argument (or one entry) wrong, the rest valid."""
+        ps = self.ps(p)
+        blocks: list[object] = list(held[:2]) or [BlockRef(p, 1)]
+        have = len(req.block_hashes) // (bs // HASH_UNIT)
+        nc: object = 0
+        nf: object = max(1, min(len(blocks), have))
+        size: object = bs
+        group: object = g
+        request: object = req
+        mask: tuple[object, ...] | None = None
+        if case == "counts":
+            bad = data.draw(st.sampled_from(BAD_COUNTS), label="bad count")
+            nc, nf = (bad, nf) if data.draw(st.booleans(), label="which") else (nc, bad)
+        elif case == "block_size":
+            size = data.draw(st.sampled_from([0, -16, 8, 24, "16", None]), label="bad size")
+        elif case == "group":
+            group = data.draw(st.sampled_from([-1, 1 << 32, "0", None]), label="bad group")
+        elif case == "request":
+            request = data.draw(st.sampled_from(["request", None]), label="bad request")
+        elif case == "mask":
+            mask = data.draw(st.sampled_from([(), (True, True, True), (1,)]), label="bad mask")
+        elif case == "too many":
+            nf = len(blocks) + 1
+        elif case == "hashes":
+            blocks = [*held, *[BlockRef(p, NULL_BLOCK)] * (have + 1)]
+            nf = have + 1
+        elif case == "twice":
+            blocks = [blocks[0], blocks[0]]
+            nf = 2 if have >= 2 else 1
+            if nf < 2:
+                request = make_request("abcd", 0)
+                nf = 2
+        elif case == "cached":
+            mine = [e for e in keyed if ps.ref[e.block] > 0]
+            if mine:
+                blocks = [data.draw(st.sampled_from(mine), label="cached block")]
+                nf = 1
+        elif case == "not in use":
+            blocks = [data.draw(st.sampled_from(free), label="free block")]
+            nf = 1
+        elif case == "foreign":
+            blocks = [alien]
+            nf = 1
+        return CacheFullBlocks(request, tuple(blocks), nc, nf, size, group, mask, pool=p)
+
     # -- the invariants, every step ----------------------------------------------------------
 
     @invariant()
@@ -1174,11 +1595,17 @@ def build_machine(
     is the trace of the final (shrunk) failing run.
     """
     name = f"Lockstep_{getattr(factory, '__name__', 'target')}_{config.level}"
-    machine: type[_Lockstep] = type(
-        name,
-        (_Lockstep,),
-        {"factory": staticmethod(factory), "config": config, "rule_checks": Counter()},
-    )
+    body: dict[str, Any] = {
+        "factory": staticmethod(factory),
+        "config": config,
+        "rule_checks": Counter(),
+    }
+    if not any(o in config.capabilities for o in MULTIKEY_OPS):
+        # no rule at all (not one whose precondition fails): Hypothesis draws among the
+        # class's rules, so a target without vLLM's multi-key calls is searched exactly
+        # as before they existed
+        body["multikey"] = None
+    machine: type[_Lockstep] = type(name, (_Lockstep,), body)
     machine.last_trace = None
     return machine
 
@@ -1353,7 +1780,10 @@ def kill(
     from kvpool import mutants
 
     m = mutants.get(mutant) if isinstance(mutant, str) else mutant
-    cfg = impl_config(**{**MUTANT_FOCUS, **dict(m.hints), **config})
+    # the key-level catalogue is hunted with the key-level calls (as it was before vLLM's
+    # multi-key calls were made); their own catalogue with every call
+    ops = ALL_OPS if m in mutants.VLLM_API_MUTANTS else ALL_OPS - set(MULTIKEY_OPS)
+    cfg = impl_config(**{"capabilities": ops, **MUTANT_FOCUS, **dict(m.hints), **config})
     return hunt(m.pool_class(), cfg, run_settings or profile("mutant"), m.name, max_shrinks)
 
 

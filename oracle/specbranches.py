@@ -30,8 +30,9 @@ from typing import Any, TypeVar
 
 _R = TypeVar("_R")
 
-SPEC_FILES = ("state.py", "events.py")
-"""The spec modules whose branches are measured: the operations and their events."""
+SPEC_FILES = ("state.py", "events.py", "vllm_ops.py", "keys.py")
+"""The spec modules whose branches are measured: the operations, vLLM's multi-key
+operations, their keys, and the events (the golden vectors must cover the same files)."""
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 

@@ -27,6 +27,20 @@ EVICT_FIRST = "evict_first"
 DROP_POOL = "DropPool"
 MULTI_POOL = "multi_pool"
 """Several pools in one run: cross-pool frees (and DropPool)."""
+GROUP_LOOKUP = "GetCachedBlockGroups"
+"""``get_cached_block(block_hash, group_ids)``: the method is the key-level lookup's too, so
+this capability is probed on its signature (a second parameter), or an adapter's
+``kvpool_methods()`` names :data:`GROUP_LOOKUP_METHOD`."""
+GROUP_LOOKUP_METHOD = "get_cached_block_groups"
+
+MULTIKEY_OPS: tuple[str, ...] = (
+    "CacheFullBlocks",
+    "CachePartialBlock",
+    "MoveBlockHashes",
+    GROUP_LOOKUP,
+    "EmitCachedBlockEvents",
+)
+"""vLLM 0.33.0's calls on blocks with several keys (a target lacking one is not given it)."""
 
 
 CAPABILITIES: tuple[str, ...] = (*METHODS, EVICT_FIRST, DROP_POOL, MULTI_POOL)
@@ -65,8 +79,14 @@ class Target:
 ALL_CAPS = frozenset([*METHODS, EVICT_FIRST, DROP_POOL, MULTI_POOL])
 
 
+def _needs(cap: str) -> str:
+    if cap == GROUP_LOOKUP:
+        return "get_cached_block(block_hash, group_ids)"
+    return METHODS.get(cap, cap)
+
+
 def describe_skips(caps: frozenset[str], state: bool) -> list[str]:
-    out = [f"{c}: the target has no {METHODS.get(c, c)}" for c in sorted(ALL_CAPS - caps)]
+    out = [f"{c}: the target has no {_needs(c)}" for c in sorted(ALL_CAPS - caps)]
     if not state:
         out.append(
             "whole-state comparison and INV-* on the target: it exposes no state "
@@ -80,7 +100,10 @@ __all__ = [
     "CAPABILITIES",
     "DROP_POOL",
     "EVICT_FIRST",
+    "GROUP_LOOKUP",
+    "GROUP_LOOKUP_METHOD",
     "METHODS",
+    "MULTIKEY_OPS",
     "MULTI_POOL",
     "Target",
     "TargetBroken",

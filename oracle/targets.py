@@ -64,6 +64,8 @@ from .machine import checks
 from .target_base import (
     DROP_POOL,
     EVICT_FIRST,
+    GROUP_LOOKUP,
+    GROUP_LOOKUP_METHOD,
     METHODS,
     MULTI_POOL,
     Target,
@@ -304,6 +306,10 @@ def _capabilities(pool: Any) -> frozenset[str]:
         for cap, meth in METHODS.items()
         if callable(getattr(pool, meth, None)) and (methods is None or meth in methods)
     }
+    if GROUP_LOOKUP in caps and not (
+        GROUP_LOOKUP_METHOD in methods if methods is not None else _takes_groups(pool)
+    ):
+        caps.discard(GROUP_LOOKUP)
     asked = getattr(pool, "kvpool_evict_first", None)
     if callable(asked):
         if asked():
@@ -318,6 +324,18 @@ def _capabilities(pool: Any) -> frozenset[str]:
     if not callable(multi) or multi():
         caps.update((DROP_POOL, MULTI_POOL))
     return frozenset(caps)
+
+
+def _takes_groups(pool: Any) -> bool:
+    """Whether ``pool.get_cached_block`` takes vLLM's ``(block_hash, group_ids)``."""
+    try:
+        params = list(inspect.signature(pool.get_cached_block).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in positional for p in params) >= 2 or any(
+        p.kind == p.VAR_POSITIONAL for p in params
+    )
 
 
 def _defaults(caps: frozenset[str]) -> dict[str, Any]:

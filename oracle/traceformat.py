@@ -16,7 +16,18 @@ from typing import Any
 
 from kvpool.spec.errors import ErrorKind
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored
-from kvpool.spec.ops import OP_CLASSES, BlockRef, Firing, GetNewBlocks, Op, Outcome, TakeEvents
+from kvpool.spec.ops import (
+    ALL_OP_CLASSES,
+    BlockRef,
+    Firing,
+    GetNewBlocks,
+    Lora,
+    MMFeature,
+    Op,
+    Outcome,
+    Request,
+    TakeEvents,
+)
 
 TRACE_SCHEMA = "kvpool-trace/1"
 LEVELS = ("safety", "exact", "robust")
@@ -57,7 +68,29 @@ _EVENTS = {
     "BlockRemoved": BlockRemoved,
     "AllBlocksCleared": AllBlocksCleared,
 }
-_OPS = {cls.__name__: cls for cls in OP_CLASSES}
+_OPS = {cls.__name__: cls for cls in ALL_OP_CLASSES}
+_STORED_FIELDS = tuple(f.name for f in fields(BlockStored) if f.name != "keys")
+_REMOVED_FIELDS = tuple(f.name for f in fields(BlockRemoved) if f.name != "key")
+_REQUEST_FIELDS = tuple(f.name for f in fields(Request))
+
+
+def _event_fields(e: BlockStored | BlockRemoved, names: tuple[str, ...]) -> dict[str, Any]:
+    """vLLM's event fields an event has set (none for the key-level ones)."""
+    return {n: enc(getattr(e, n)) for n in names if getattr(e, n) is not None}
+
+
+def _tagged(tag: str, value: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"t": tag, "v": value}
+    if extra:
+        out["f"] = extra
+    return out
+
+
+def _fields_of(v: dict[str, Any], names: tuple[str, ...]) -> dict[str, object]:
+    extra = v.get("f") or {}
+    if not isinstance(extra, dict) or not set(extra) <= set(names):
+        raise ValueError(f"unknown event fields in {extra!r}")
+    return {k: dec(x) for k, x in extra.items()}
 
 
 def enc(v: object) -> Any:
@@ -70,10 +103,18 @@ def enc(v: object) -> Any:
         return {"t": "ref", "v": [v.pool, v.block]}
     if isinstance(v, Firing):
         return {"t": "firing", "v": list(v)}
+    if isinstance(v, bytes):
+        return {"t": "bytes", "v": v.hex()}
     if isinstance(v, BlockStored):
-        return {"t": "BlockStored", "v": [enc(k) for k in v.keys]}
+        return _tagged("BlockStored", [enc(k) for k in v.keys], _event_fields(v, _STORED_FIELDS))
     if isinstance(v, BlockRemoved):
-        return {"t": "BlockRemoved", "v": enc(v.key)}
+        return _tagged("BlockRemoved", enc(v.key), _event_fields(v, _REMOVED_FIELDS))
+    if isinstance(v, Request):
+        return {"t": "request", "v": {n: enc(getattr(v, n)) for n in _REQUEST_FIELDS}}
+    if isinstance(v, Lora):
+        return {"t": "lora", "v": [v.adapter_id, v.name, v.path]}
+    if isinstance(v, MMFeature):
+        return {"t": "mm", "v": [v.identifier, v.offset, v.length]}
     if isinstance(v, AllBlocksCleared):
         return {"t": "AllBlocksCleared"}
     if isinstance(v, tuple):
@@ -98,10 +139,22 @@ def dec(v: Any) -> object:
         return BlockRef(int(x[0]), int(x[1]))
     if t == "firing":
         return Firing(*x)
+    if t == "bytes":
+        return bytes.fromhex(x)
     if t == "BlockStored":
-        return BlockStored(tuple(dec(k) for k in x))
+        return BlockStored(tuple(dec(k) for k in x), **_fields_of(v, _STORED_FIELDS))  # type: ignore[arg-type]
     if t == "BlockRemoved":
-        return BlockRemoved(dec(x))
+        return BlockRemoved(dec(x), **_fields_of(v, _REMOVED_FIELDS))  # type: ignore[arg-type]
+    if t == "request":
+        if not isinstance(x, dict) or not set(x) <= set(_REQUEST_FIELDS):
+            raise ValueError("a request is an object of Request's fields")
+        return Request(**{k: dec(i) for k, i in x.items()})  # type: ignore[arg-type]
+    if t == "lora":
+        adapter_id, name, path = x
+        return Lora(adapter_id, name, path)
+    if t == "mm":
+        identifier, offset, length = x
+        return MMFeature(identifier, offset, length)
     if t == "AllBlocksCleared":
         return AllBlocksCleared()
     if t == "tuple":

@@ -6,32 +6,35 @@ what it observably did (returned ids, error kind, watchers fired). It works on
 pools with kvpool's API and on vLLM's real ``BlockPool``. The cost per call is a few
 list comprehensions and one ``json.dumps``.
 
-KV cache groups (hybrid models). vLLM keeps every group's blocks in one pool and
-tells the groups' cache entries apart by appending the group id to the block hash
-(``BlockHashWithGroupId``); the spec's keys are opaque, so a group's entry is the spec
-key ``"<hash hex>/<group>"`` and the spec needs no notion of groups:
+vLLM's calls on blocks with several keys (``kvpool-log/3``). A pool with vLLM 0.33.0's
+API is logged in the spec's own vLLM operations, the request as plain data
+(:class:`~kvpool.spec.ops.Request`: its block hashes, token ids, LoRA, multimodal inputs,
+cache salt and session), keys in vLLM's form (the block hash followed by the 4-byte group
+id), so the spec replays groups, partial entries and moves as the pool ran them:
 
-* ``cache_full_blocks(request, blocks, ..., block_size, group, block_mask=None)`` is the
-  spec's ``CacheBlocks`` of the blocks it caches (null and masked-out blocks skipped,
-  hashes taken at the group's ``block_size`` with vLLM's own ``resolve_block_hashes``);
-* ``get_cached_block(hash, [g])`` is ``GetCachedBlock("<hash>/<g>")``;
-* ``get_cached_block(hash, [g0, g1, ...])`` is logged as a *lookup* record: one
-  ``GetCachedBlock`` per group, and the result is the list of the groups' blocks, or
-  None as soon as one group misses (vLLM's documented result);
-* vLLM calls the spec has no model of -- ``cache_partial_block`` and
-  ``move_block_hashes`` (several keys per block, keys moving between blocks) and
-  ``emit_cached_block_events`` (announcing keys again without a state change) -- are
-  forwarded and logged as *unmodelled* records; ``check-log`` stops there and says so
-  instead of reporting a false divergence further on.
+* ``cache_full_blocks(request, blocks, ..., block_size, group, block_mask=None)`` is
+  ``CacheFullBlocks``; ``cache_partial_block`` is ``CachePartialBlock``;
+  ``move_block_hashes`` is ``MoveBlockHashes``; ``emit_cached_block_events`` is
+  ``EmitCachedBlockEvents``;
+* ``get_cached_block(hash, [g0, g1, ...])`` is ``GetCachedBlockGroups`` (one block per
+  group, or None as soon as one group misses); ``get_cached_block(key)`` (the key-level
+  form) is ``GetCachedBlock``;
+* ``take_events`` records vLLM's events with every field (``BlockStored`` names the keys
+  it announces; for ``emit_cached_block_events`` those some block held when it ran).
+
+The header gives the pool's ``hash_block_size``, ``num_hash_lookahead_tokens`` and
+``medium``. Logs of ``kvpool-log/2`` (``cache_full_blocks`` as ``CacheBlocks`` of
+``"<hash hex>/<group>"`` keys, multi-group ``lookup`` records, the multi-key calls as
+*unmodelled* records at which ``check-log`` stops) are still read.
 
 ``kvpool check-log LOG`` (:func:`check_log`) replays the log on the spec alone and
 reports the first call whose recorded result the spec does not give, with the calls
-that led to it. Log format (``kvpool-log/2``; a ``kvpool-log/1`` log, which has
-``call`` records only, is read too): JSON lines; the first is the header
-``{"schema": "kvpool-log/2", "num_blocks": N, "caching": bool, "events": bool}``, each
-other ``{"call": <op>, "observed": <outcome>}`` in the encoding of kvpool traces,
-``{"lookup": [<key>, ...], "observed": <outcome>}`` (a multi-group lookup) or
-``{"unmodelled": <method name>}``.
+that led to it. Log format (``kvpool-log/3``; ``kvpool-log/1`` and ``/2`` logs are read too): JSON
+lines; the first is the header ``{"schema": "kvpool-log/3", "num_blocks": N, "caching":
+bool, "events": bool, "hash_block_size": int, "lookahead": int, "medium": str}`` (the last
+three optional), each other ``{"call": <op>, "observed": <outcome>}`` in the encoding of
+kvpool traces (``/2`` also has ``{"lookup": [<key>, ...], "observed": <outcome>}``, a
+multi-group lookup, and ``{"unmodelled": <method name>}``).
 Calls made by watchers from inside a call are written after it, in the order they
 started (the order the spec applies them in).
 """
@@ -46,24 +49,33 @@ from typing import IO, Any
 
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from kvpool.spec.invariants import check_pool
+from kvpool.spec.keys import group_key
 from kvpool.spec.ops import (
     CacheBlocks,
+    CacheFullBlocks,
+    CachePartialBlock,
+    EmitCachedBlockEvents,
     EvictBlocks,
     Firing,
     FreeBlocks,
     GetCachedBlock,
+    GetCachedBlockGroups,
     GetNewBlocks,
     GetNumFreeBlocks,
     GetUsage,
     IsBlockWritable,
+    Lora,
+    MMFeature,
+    MoveBlockHashes,
     Op,
     Outcome,
+    Request,
     ResetPrefixCache,
     TakeEvents,
     Touch,
     UnpinBlocks,
 )
-from kvpool.spec.state import World
+from kvpool.spec.state import DEFAULT_HASH_BLOCK_SIZE, MEDIUM_GPU, PoolState, World
 
 from .driver import error_kind_of
 from .exits import BadInput
@@ -78,8 +90,8 @@ from .traceformat import (
 from .tracereplay import Divergence
 from .vllm_target import spec_event
 
-LOG_SCHEMA = "kvpool-log/2"
-READS = ("kvpool-log/1", LOG_SCHEMA)
+LOG_SCHEMA = "kvpool-log/3"
+READS = ("kvpool-log/1", "kvpool-log/2", LOG_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -100,10 +112,64 @@ def _vllm_key(block_hash: Any, group: int) -> str:
     return f"{raw.hex()}/{group}"
 
 
-def _event(e: Any) -> Event:
+def _plain(v: Any) -> Any:
+    """vLLM's lists (nested) as the spec's tuples."""
+    if isinstance(v, list | tuple):
+        return tuple(_plain(x) for x in v)
+    return v
+
+
+def _event(e: Any, held: dict[int, tuple[Any, tuple[bytes, ...]]]) -> Event:
+    """A pool's event as the spec's: kvpool's are; vLLM's get their keys (hash and group)
+    and every field. ``held``: the keys an ``emit_cached_block_events`` event announces."""
     if isinstance(e, BlockStored | BlockRemoved | AllBlocksCleared):
         return e
-    return spec_event(e, _vllm_key)
+    name = type(e).__name__
+    hashes = [bytes(h) for h in getattr(e, "block_hashes", None) or () if isinstance(h, bytes)]
+    if name == "AllBlocksCleared" or len(hashes) != len(getattr(e, "block_hashes", None) or ()):
+        return spec_event(e, _vllm_key)  # hashes that are no bytes (an older release)
+    g = int(getattr(e, "group_idx", 0) or 0)
+    if name == "BlockRemoved":
+        return BlockRemoved(group_key(hashes[0], g), (hashes[0],), e.medium, g)
+    noted = held.get(id(e))
+    parent = e.parent_block_hash
+    return BlockStored(
+        keys=noted[1] if noted and noted[0] is e else tuple(group_key(h, g) for h in hashes),
+        block_hashes=tuple(hashes),
+        parent_block_hash=None if parent is None else bytes(parent),
+        token_ids=_plain(e.token_ids),
+        block_size=e.block_size,
+        lora_id=e.lora_id,
+        medium=e.medium,
+        lora_name=e.lora_name,
+        extra_keys=_plain(e.extra_keys),
+        group_idx=g,
+        session_id=e.session_id,
+        lookahead_token_ids=_plain(e.lookahead_token_ids),
+    )
+
+
+def spec_request(request: Any) -> Request:
+    """What the pool reads of a live request, as the spec's plain data (for the log)."""
+    lora_request = getattr(request, "lora_request", None)
+    lora = None
+    if lora_request:
+        name = getattr(lora_request, "name", None) or getattr(lora_request, "lora_name", "")
+        path = getattr(lora_request, "lora_path", "") or ""
+        lora = Lora(lora_request.adapter_id, str(name or ""), str(path))
+    mm = tuple(
+        MMFeature(f.identifier, f.mm_position.offset, f.mm_position.length)
+        for f in (getattr(request, "mm_features", None) or ())
+    )
+    hashes = tuple(bytes(h) if isinstance(h, bytes) else h for h in request.block_hashes)
+    return Request(
+        hashes,
+        tuple(getattr(request, "all_token_ids", None) or ()),
+        lora,
+        mm,
+        getattr(request, "cache_salt", None),
+        getattr(request, "session_id", None),
+    )
 
 
 class _Watch:
@@ -140,7 +206,11 @@ class Recorder:
             "num_blocks": int(getattr(pool, "num_gpu_blocks", len(pool.blocks))),
             "caching": bool(getattr(pool, "enable_caching", True)),
             "events": bool(getattr(pool, "enable_kv_cache_events", False)),
+            "hash_block_size": int(getattr(pool, "hash_block_size", DEFAULT_HASH_BLOCK_SIZE)),
+            "lookahead": int(getattr(pool, "num_hash_lookahead_tokens", 0) or 0),
+            "medium": str(getattr(pool, "medium", MEDIUM_GPU) or MEDIUM_GPU),
         }
+        self._held: dict[int, tuple[Any, tuple[bytes, ...]]] = {}
         self._write(header)
 
     def _write(self, obj: dict[str, Any]) -> None:
@@ -248,51 +318,34 @@ class Recorder:
         self,
         request: Any,
         blocks: Any,
-        num_cached_blocks: int,
-        num_full_blocks: int,
-        block_size: int,
-        kv_cache_group_id: int,
-        *args: Any,
-        **kw: Any,
+        num_cached_blocks: Any,
+        num_full_blocks: Any,
+        block_size: Any,
+        kv_cache_group_id: Any,
+        block_mask: Any = None,
     ) -> Any:
-        new = list(blocks[num_cached_blocks:num_full_blocks])
-        mask = kw.get("block_mask", args[0] if args else None)
-        hashes = self._hashes(request, block_size)[num_cached_blocks:num_full_blocks]
-        pairs = [
-            (b, h)
-            for i, (b, h) in enumerate(zip(new, hashes, strict=False))
-            if not b.is_null and (mask is None or mask[i])
-        ]
-        op = CacheBlocks(
-            tuple(b.block_id for b, _ in pairs),
-            tuple(_vllm_key(h, kv_cache_group_id) for _, h in pairs),
+        blocks = list(blocks)
+        mask = None if block_mask is None else tuple(block_mask)
+        op = CacheFullBlocks(
+            spec_request(request),
+            self._ids(blocks),
+            num_cached_blocks,
+            num_full_blocks,
+            block_size,
+            kv_cache_group_id,
+            mask,
         )
         p = self._pool
+        args = (request, blocks, num_cached_blocks, num_full_blocks, block_size, kv_cache_group_id)
         return self._call(
             op,
-            lambda: p.cache_full_blocks(
-                request,
-                blocks,
-                num_cached_blocks,
-                num_full_blocks,
-                block_size,
-                kv_cache_group_id,
-                *args,
-                **kw,
+            lambda: (
+                p.cache_full_blocks(*args, block_mask)
+                if block_mask is not None
+                else p.cache_full_blocks(*args)
             ),
             lambda r: None,
         )
-
-    def _hashes(self, request: Any, block_size: int) -> list[Any]:
-        """The request's block hashes at ``block_size``, as vLLM's pool itself reads them."""
-        resolve = getattr(self._pool.cache_full_blocks, "__globals__", {}).get(
-            "resolve_block_hashes"
-        )
-        hash_block_size = getattr(self._pool, "hash_block_size", None)
-        if resolve is None or hash_block_size is None:
-            return list(request.block_hashes)
-        view = resolve(request.block_hashes, hash_block_size, block_size)
-        return [view[i] for i in range(len(view))]
 
     def get_cached_block(self, key: Any, group_ids: Any = None) -> Any:
         p = self._pool
@@ -303,31 +356,70 @@ class Recorder:
                 lambda b: None if b is None else b.block_id,
             )
         groups = list(group_ids)
-        op: Op | GroupLookup = (
-            GetCachedBlock(_vllm_key(key, groups[0]))
-            if len(groups) == 1
-            else GroupLookup(tuple(_vllm_key(key, g) for g in groups))
+        return self._call(
+            GetCachedBlockGroups(bytes(key) if isinstance(key, bytes) else key, tuple(groups)),
+            lambda: p.get_cached_block(key, groups),
+            lambda r: None if r is None else tuple(b.block_id for b in r),
         )
 
-        def value(r: Any) -> object:
-            if not r:
-                return None
-            return r[0].block_id if len(groups) == 1 else tuple(b.block_id for b in r)
+    def cache_partial_block(
+        self,
+        request: Any,
+        block: Any,
+        num_tokens: Any,
+        kv_cache_group_id: Any,
+        block_size: Any,
+        replace_existing_hashes: Any = False,
+    ) -> Any:
+        op = CachePartialBlock(
+            spec_request(request),
+            block.block_id,
+            num_tokens,
+            kv_cache_group_id,
+            block_size,
+            replace_existing_hashes,
+        )
+        p = self._pool
+        return self._call(
+            op,
+            lambda: p.cache_partial_block(
+                request, block, num_tokens, kv_cache_group_id, block_size, replace_existing_hashes
+            ),
+            lambda key: None if key is None else bytes(key),
+        )
 
-        return self._call(op, lambda: p.get_cached_block(key, groups), value)
+    def move_block_hashes(self, src_block: Any, dst_block: Any) -> Any:
+        p = self._pool
+        return self._call(
+            MoveBlockHashes(src_block.block_id, dst_block.block_id),
+            lambda: p.move_block_hashes(src_block, dst_block),
+            lambda r: None,
+        )
 
-    def _unmodelled(self, name: str, *args: Any, **kw: Any) -> Any:
-        self._write({"unmodelled": name})
-        return getattr(self._pool, name)(*args, **kw)
+    def emit_cached_block_events(
+        self, request: Any, num_cached_blocks: Any, block_size: Any, kv_cache_group_id: Any
+    ) -> Any:
+        p = self._pool
+        op = EmitCachedBlockEvents(
+            spec_request(request), num_cached_blocks, block_size, kv_cache_group_id
+        )
+        queue = getattr(p, "kv_event_queue", None)
+        before = len(queue) if isinstance(queue, list) else 0
 
-    def cache_partial_block(self, *args: Any, **kw: Any) -> Any:
-        return self._unmodelled("cache_partial_block", *args, **kw)
+        def call() -> Any:
+            out = p.emit_cached_block_events(
+                request, num_cached_blocks, block_size, kv_cache_group_id
+            )
+            index = getattr(p, "cached_block_hash_to_block", None)
+            if isinstance(queue, list) and index is not None:  # vLLM's: note the held keys
+                for e in queue[before:]:
+                    g = int(getattr(e, "group_idx", 0) or 0)
+                    keys = [group_key(bytes(h), g) for h in getattr(e, "block_hashes", ()) or ()]
+                    held = tuple(k for k in keys if index.get_one_block(k) is not None)
+                    self._held[id(e)] = (e, held)
+            return out
 
-    def move_block_hashes(self, *args: Any, **kw: Any) -> Any:
-        return self._unmodelled("move_block_hashes", *args, **kw)
-
-    def emit_cached_block_events(self, *args: Any, **kw: Any) -> Any:
-        return self._unmodelled("emit_cached_block_events", *args, **kw)
+        return self._call(op, call, lambda r: None)
 
     def evict_blocks(self, block_ids: Any) -> Any:
         ids = list(block_ids)
@@ -349,9 +441,12 @@ class Recorder:
         return self._call(IsBlockWritable(block.block_id), lambda: p.is_block_writable(block), bool)
 
     def take_events(self) -> Any:
-        return self._call(
-            TakeEvents(), self._pool.take_events, lambda evs: tuple(_event(e) for e in evs)
-        )
+        def events(evs: Any) -> tuple[Event, ...]:
+            out = tuple(_event(e, self._held) for e in evs)
+            self._held.clear()
+            return out
+
+        return self._call(TakeEvents(), self._pool.take_events, events)
 
 
 def record(pool: Any, log: str | Path | IO[str]) -> Recorder:
@@ -422,7 +517,13 @@ def check_log(path: str | Path, context: int = 6, limits: Limits = LOG_LIMITS) -
     if not isinstance(caching, bool) or not isinstance(events, bool):
         raise BadInput(f"{path}:1: the header's 'caching' and 'events' must be true or false")
     num_blocks, _, _ = check_blocks(header.get("num_blocks"), limits, f"{path}:1")
-    world = World.single(num_blocks, caching, events)
+    hsz = header.get("hash_block_size", DEFAULT_HASH_BLOCK_SIZE)
+    lookahead, medium = header.get("lookahead", 0), header.get("medium", MEDIUM_GPU)
+    if type(hsz) is not int or hsz < 1 or type(lookahead) is not int or lookahead < 0:
+        raise BadInput(f"{path}:1: 'hash_block_size' must be an int >= 1, 'lookahead' >= 0")
+    if not isinstance(medium, str):
+        raise BadInput(f"{path}:1: 'medium' must be a string")
+    world = World.of(PoolState.initial(num_blocks, caching, events, hsz, lookahead, medium))
     recent: list[str] = []
     n = 0
     for n, line in enumerate(lines[1:], 1):

@@ -62,6 +62,8 @@ def relabel(ps: PoolState, a: int, b: int) -> None:
 
     ps.ref[a], ps.ref[b] = ps.ref[b], ps.ref[a]
     ps.key[a], ps.key[b] = ps.key[b], ps.key[a]
+    ps.tokens = {m(x): n for x, n in ps.tokens.items()}
+    ps.entries = {m(x): ks for x, ks in ps.entries.items()}
     ps.free = OrderedDict.fromkeys(m(x) for x in ps.free)
     ps.index = {k: dict.fromkeys(m(x) for x in holders) for k, holders in ps.index.items()}
     ps.pending = {m(x): ws for x, ws in ps.pending.items()}

@@ -160,9 +160,6 @@ def _hand_vectors() -> list[tuple[str, SavedTrace]]:
         Touch,
         UnpinBlocks,
     )
-    from kvpool.spec.state import PoolState, World
-
-    from .traceformat import op_to_json, outcome_to_json
 
     cases: dict[str, tuple[list[tuple[int, bool, bool]], list[Any]]] = {
         "InsufficientFreeBlocks": ([(2, True, False)], [GetNewBlocks(2)]),
@@ -179,13 +176,88 @@ def _hand_vectors() -> list[tuple[str, SavedTrace]]:
     }
     out = []
     for kind, (pools, ops) in cases.items():
-        world = World.of(*(PoolState.initial(n, c, e) for n, c, e in pools))
-        steps: list[dict[str, Any]] = [
-            {"call": op_to_json(op), "expected": outcome_to_json(world.apply(op)), "nested": []}
-            for op in ops
-        ]
-        out.append((f"kind-{kind}.json", SavedTrace(pools, steps, "spec", "robust", None)))
+        out.append(_hand_vector(f"kind-{kind}.json", pools, ops))
+    out.append(_hand_vector("multikey-refusals.json", *_multikey_refusals()))
     return out
+
+
+def _multikey_refusals() -> tuple[list[tuple[int, bool, bool]], list[Any]]:
+    """vLLM's multi-key calls refused, one per check of the spec (with the valid calls
+    that set each up), and the inputs that take the rare paths of their events."""
+    from kvpool.spec.ops import (
+        BlockRef,
+        CacheBlocks,
+        CacheFullBlocks,
+        CachePartialBlock,
+        GetCachedBlockGroups,
+        GetNewBlocks,
+        MMFeature,
+        MoveBlockHashes,
+        Request,
+        TakeEvents,
+    )
+
+    r = Request((b"a", b"ab", b"abc"), tuple(range(48)))
+    mm = Request(
+        (b"m", b"mm", b"mmm"),
+        tuple(range(48)),
+        mm=(MMFeature("img", 20, 8), MMFeature("aud", 40, 4)),
+    )
+    odd = Request(("not bytes",), tuple(range(16)))
+    mm2 = Request(
+        (b"n", b"nn", b"nnn"),
+        tuple(range(48)),
+        mm=(MMFeature("img", 20, 8), MMFeature("aud", 40, 4)),
+        cache_salt="salt",
+    )
+    pools = [(9, True, True), (3, True, False), (3, False, False)]
+    ops: list[Any] = [
+        GetNewBlocks(3),  # blocks 1, 2, 3 in use; 4 free
+        CacheFullBlocks("not a request", (1,), 0, 1, 16, 0),
+        CacheFullBlocks(r, (1, 2), 0, 4, 16, 0),  # more blocks than listed
+        CacheFullBlocks(r, (1, 2), 0, 2, 16, 0, (True,)),  # a mask of the wrong length
+        CacheFullBlocks(r, (1, 2), 0, 2, 32, 0),  # one hash at block size 32, two needed
+        CacheFullBlocks(odd, (1,), 0, 1, 16, 0),
+        CacheFullBlocks(r, (BlockRef(1, 1),), 0, 1, 16, 0),  # another pool's
+        CacheFullBlocks(r, (4,), 0, 1, 16, 0),  # free
+        CacheFullBlocks(r, (1, 1), 0, 2, 16, 0),  # listed twice
+        CacheBlocks((3,), ("k",)),
+        CacheFullBlocks(r, (3,), 0, 1, 16, 0),  # cached, no token count: not promotable
+        CachePartialBlock(r, 1, 16, 0, 16, "yes"),
+        CachePartialBlock(r, 0, 16, 0, 16),  # the null block: None
+        CachePartialBlock(odd, 1, 16, 0, 16),
+        CachePartialBlock(r, BlockRef(2, 1), 16, 0, 16, pool=2),  # caching off
+        CacheFullBlocks(mm, (1, 2, 0), 0, 3, 16, 0),  # inputs before, inside, after blocks
+        MoveBlockHashes(1, 3),  # dst keyed
+        MoveBlockHashes(1, 4),  # dst free
+        CacheFullBlocks(r, (1,), "0", 1, 16, 0),  # a count that is no int
+        CacheFullBlocks(r, (1,), 0, 1, 16, -1),  # a group out of range
+        CacheFullBlocks(r, (1,), 0, 1, 24, 0),  # not a multiple of hash_block_size
+        GetCachedBlockGroups(b"m", (0,)),  # a hit
+        GetNewBlocks(3),  # 4, 5, 6
+        # masked middle block: the event's scan passes an input that ends before a block
+        CacheFullBlocks(mm2, (4, 5, 6), 0, 3, 16, 0, (True, False, True)),
+        GetNewBlocks(1),  # 7
+        CachePartialBlock(r, 7, 16, 1, 16),  # a primary key of 16 tokens
+        CachePartialBlock(r, 7, 16, 0, 16),  # not longer: a further entry beside it
+        CacheFullBlocks(r, (0, 7), 1, 2, 16, 1),  # covers 32 > 16: promoted
+        CachePartialBlock(mm, 7, 48, 0, 16),  # longer; its event starts inside an input
+        TakeEvents(),
+    ]
+    return pools, ops
+
+
+def _hand_vector(name: str, pools: list[tuple[int, bool, bool]], ops: list[Any]) -> Any:
+    from kvpool.spec.state import PoolState, World
+
+    from .traceformat import op_to_json, outcome_to_json
+
+    world = World.of(*(PoolState.initial(n, c, e) for n, c, e in pools))
+    steps: list[dict[str, Any]] = [
+        {"call": op_to_json(op), "expected": outcome_to_json(world.apply(op)), "nested": []}
+        for op in ops
+    ]
+    return name, SavedTrace(pools, steps, "spec", "robust", None)
 
 
 def generate(where: str | Path | None = None, examples: int = 300, seed: int = 0) -> dict[str, Any]:

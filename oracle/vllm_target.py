@@ -44,9 +44,11 @@ from typing import Any
 from kvpool.spec.errors import InvalidArgument
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, apply_event
 from kvpool.spec.invariants import Violation
+from kvpool.spec.keys import group_key
 from kvpool.spec.state import PoolState
 
 from .exits import BadInput
+from .target_base import GROUP_LOOKUP_METHOD
 
 DEFAULT_VLLM_VERSION = "0.33.0"
 FILES = ("vllm/v1/core/kv_cache_utils.py", "vllm/v1/core/block_pool.py")
@@ -181,7 +183,25 @@ def _quiet_logger(name: str) -> logging.Logger:
     return log
 
 
+def _mm_features_in_window(features: Any, start: int, end: int) -> tuple[int, list[Any]]:
+    """Stand-in for ``vllm.multimodal.utils.get_mm_features_in_window`` (written here from its
+    use in the pool): the index of the first multimodal input that ends after ``start``
+    (where a scan of the window's inputs begins), and the inputs overlapping
+    ``start:end``. The pool reads only the index."""
+    first = next(
+        (i for i, f in enumerate(features) if f.mm_position.offset + f.mm_position.length > start),
+        len(features),
+    )
+    inside = [
+        f
+        for f in features[first:]
+        if f.mm_position.offset < end and f.mm_position.offset + f.mm_position.length > start
+    ]
+    return first, inside
+
+
 _REAL: dict[str, Any] = {
+    "get_mm_features_in_window": _mm_features_in_window,
     # the few imported names whose behaviour the pool's code paths depend on
     "cdiv": lambda a, b: -(a // -b),
     "round_up": lambda x, y: -(x // -y) * y,
@@ -326,6 +346,11 @@ class VllmApi:
     """``free_blocks(blocks, evict_first=...)`` (from 0.34)."""
     methods: frozenset[str]
     """Which of vLLM's optional methods the class has (unpin_blocks from 0.30, ...)."""
+    multikey: frozenset[str] = frozenset()
+    """The adapter's methods for vLLM's calls on blocks with several keys that the class
+    backs (0.33.0's forms, bytes hashes): ``cache_full_blocks`` when it takes a request and
+    a ``block_mask``, ``cache_partial_block``, ``move_block_hashes``,
+    ``emit_cached_block_events``, and ``get_cached_block_groups`` for a lookup by groups."""
 
     def describe(self) -> str:
         parts = [
@@ -396,6 +421,13 @@ def probe_api(cls: Any) -> VllmApi:
             hash_type = candidate
             break
     free = {p.name for p in _params(getattr(cls, "free_blocks", None))}
+    multikey: set[str] = set()
+    if hash_type is None and "hash_block_size" in init:
+        if cache[:6] == REQUEST_CACHE_PARAMS and "block_mask" in cache:
+            multikey.add("cache_full_blocks")
+        multikey.update(m for m in MULTIKEY_METHODS if callable(getattr(cls, m, None)))
+        if len(lookup) >= 2:
+            multikey.add(GROUP_LOOKUP_METHOD)
     return VllmApi(
         init_params=frozenset(init),
         touch_per_group=per_group,
@@ -404,7 +436,20 @@ def probe_api(cls: Any) -> VllmApi:
         hash_type=hash_type,
         evict_first="evict_first" in free,
         methods=frozenset(m for m in OPTIONAL if callable(getattr(cls, m, None))),
+        multikey=frozenset(multikey),
     )
+
+
+REQUEST_CACHE_PARAMS = (
+    "request",
+    "blocks",
+    "num_cached_blocks",
+    "num_full_blocks",
+    "block_size",
+    "kv_cache_group_id",
+)
+"""``cache_full_blocks``'s leading parameters in the request form the adapter passes on."""
+MULTIKEY_METHODS = ("cache_partial_block", "move_block_hashes", "emit_cached_block_events")
 
 
 # -- the adapter ---------------------------------------------------------------------------
@@ -537,11 +582,14 @@ class VllmPool:
         self.fired = 0
         self.taken_view: set[Hashable] = set()
         self._counted: dict[int, _Counted] = {}
+        self._held_keys: dict[int, tuple[Any, tuple[Hashable, ...]]] = {}
+        """id(event) -> (event, keys): what an emit_cached_block_events event announces."""
 
     def kvpool_methods(self) -> frozenset[str]:
-        """The adapter methods that work: those whose vLLM method the class has."""
+        """The adapter methods that work: those whose vLLM method the class has (and, for
+        the calls on blocks with several keys, in the form the adapter passes on)."""
         have = self.api.methods | {"get_new_blocks", "free_blocks"}
-        return frozenset(m for m, theirs in ADAPTED.items() if theirs in have)
+        return frozenset(m for m, theirs in ADAPTED.items() if theirs in have) | self.api.multikey
 
     def kvpool_evict_first(self) -> bool:
         return self.api.evict_first
@@ -609,7 +657,50 @@ class VllmPool:
         args = [given[p] for p in self.api.cache_params if p in given]
         self.inner.cache_full_blocks(*args)
 
-    def get_cached_block(self, key: object) -> Any:
+    # vLLM's calls on blocks with several keys: straight through (the driver passes a
+    # request view and real bytes hashes; only the events need the adapter)
+    def cache_full_blocks(
+        self,
+        request: Any,
+        blocks: list[Any],
+        num_cached_blocks: Any,
+        num_full_blocks: Any,
+        block_size: Any,
+        kv_cache_group_id: Any,
+        block_mask: Any = None,
+    ) -> None:
+        self.inner.cache_full_blocks(
+            request,
+            blocks,
+            num_cached_blocks,
+            num_full_blocks,
+            block_size,
+            kv_cache_group_id,
+            block_mask,
+        )
+
+    def cache_partial_block(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.cache_partial_block(*args, **kwargs)
+
+    def move_block_hashes(self, src: Any, dst: Any) -> None:
+        self.inner.move_block_hashes(src, dst)
+
+    def emit_cached_block_events(self, *args: Any) -> None:
+        queue = getattr(self.inner, "kv_event_queue", None)
+        before = len(queue) if isinstance(queue, list) else 0
+        self.inner.emit_cached_block_events(*args)
+        if not isinstance(queue, list):
+            return
+        index = self.inner.cached_block_hash_to_block
+        for e in queue[before:]:  # consumers learn only the keys some block holds now
+            g = int(getattr(e, "group_idx", 0) or 0)
+            keys = [group_key(bytes(h), g) for h in getattr(e, "block_hashes", None) or ()]
+            held = tuple(k for k in keys if index.get_one_block(k) is not None)
+            self._held_keys[id(e)] = (e, held)
+
+    def get_cached_block(self, key: object, group_ids: Any = None) -> Any:
+        if group_ids is not None:  # vLLM's form: a real block hash and group ids
+            return self.inner.get_cached_block(key, group_ids)
         h = self._hash(self.codec.encode(key))
         if self.api.lookup_groups:
             hit = self.inner.get_cached_block(h, [GROUP])
@@ -618,16 +709,63 @@ class VllmPool:
 
     def take_events(self) -> list[Event]:
         events = [self.translate(e) for e in self.inner.take_events()]
+        self._held_keys.clear()
         for e in events:
             apply_event(self.taken_view, e)
         return events
 
     def translate(self, event: Any) -> Event:
-        return spec_event(event, lambda h, group: self.codec.decode(h))
+        """vLLM's event as the spec's: an event of the adapter's codes (``cache_blocks``)
+        names their keys only; one of real hashes (vLLM's multi-key calls) every field."""
+        if isinstance(event, BlockStored | BlockRemoved | AllBlocksCleared):
+            # a pool that logs the spec's events (kvpool's own behind this adapter)
+            return _decode_event(event, self.codec.decode, self.codec.key)  # type: ignore[no-any-return]
+        name = type(event).__name__
+        hashes = [bytes(h) for h in getattr(event, "block_hashes", None) or () if _raw(h)]
+        if name == "AllBlocksCleared" or len(hashes) != len(event.block_hashes or ()):
+            return spec_event(event, lambda h, group: self.codec.decode(h))
+        if any(h in self.codec.key for h in hashes):
+            return spec_event(event, lambda h, group: self.codec.decode(h))
+        g = int(getattr(event, "group_idx", 0) or 0)
+        if name == "BlockRemoved":
+            (h,) = hashes
+            return BlockRemoved(group_key(h, g), (h,), event.medium, g)
+        noted = self._held_keys.get(id(event))
+        keys = (
+            noted[1]
+            if noted is not None and noted[0] is event
+            else tuple(group_key(h, g) for h in hashes)
+        )
+        parent = event.parent_block_hash
+        return BlockStored(
+            keys=keys,
+            block_hashes=tuple(hashes),
+            parent_block_hash=None if parent is None else bytes(parent),
+            token_ids=_tuples(event.token_ids),
+            block_size=event.block_size,
+            lora_id=event.lora_id,
+            medium=event.medium,
+            lora_name=event.lora_name,
+            extra_keys=_tuples(event.extra_keys),
+            group_idx=g,
+            session_id=event.session_id,
+            lookahead_token_ids=_tuples(event.lookahead_token_ids),
+        )
 
     def __repr__(self) -> str:
         version = getattr(self.module, "__dict__", {}).get("__kvpool_version__", "?")
         return f"vLLM {version} BlockPool(N={self.num_gpu_blocks})"
+
+
+def _raw(h: object) -> bool:
+    return isinstance(h, bytes | bytearray)
+
+
+def _tuples(v: Any) -> Any:
+    """vLLM's lists (nested) as the spec's tuples."""
+    if isinstance(v, list | tuple):
+        return tuple(_tuples(x) for x in v)
+    return v
 
 
 def _no_hash_fn(*args: Any) -> Any:
@@ -729,12 +867,23 @@ def vllm_state(pool: VllmPool) -> PoolState:
     view = set(pool.taken_view)
     for e in log:
         apply_event(view, e)
+    key = [None if b.block_hash is None else codec.decode(b.block_hash) for b in blocks]
+    # token counts and further entries (0.33): only keys in vLLM's form (bytes) have them in
+    # the spec; the adapter's cache_blocks codes stand for keys cached without a token count
+    tokens = {
+        b.block_id: n
+        for b in blocks
+        if type(key[b.block_id]) is bytes
+        and type(n := getattr(b, "block_hash_num_tokens", None)) is int
+    }
+    further = getattr(inner, "cached_block_hashes_by_block", None) or {}
+    entries = {bid: [codec.decode(k) for k in ks] for bid, ks in further.items() if ks}
     return PoolState(
         num_blocks=inner.num_gpu_blocks,
         caching=bool(inner.enable_caching),
         events_on=events_on,
         ref=[b.ref_cnt for b in blocks],
-        key=[None if b.block_hash is None else codec.decode(b.block_hash) for b in blocks],
+        key=key,
         free=_free_ids(inner),
         index=_index(inner, codec),
         pending=pending,
@@ -742,11 +891,25 @@ def vllm_state(pool: VllmPool) -> PoolState:
         view=view,
         registered=pool.fired + sum(len(ws) for ws in pending.values()),
         fired=pool.fired,
+        tokens=tokens,
+        entries=entries,
+        hash_block_size=getattr(inner, "hash_block_size", BLOCK_SIZE),
+        lookahead=int(getattr(inner, "num_hash_lookahead_tokens", 0) or 0),
+        medium=getattr(inner, "medium", None) or "GPU",
     )
 
 
-def _decode_event(e: Any, dec: Callable[[Any], Hashable]) -> Any:
-    """A spec event whose keys are the adapter's hash codes, with the keys they stand for."""
+def _decode_event(e: Any, dec: Callable[[Any], Hashable], codes: dict[bytes, Hashable]) -> Any:
+    """A spec event whose keys are the adapter's hash codes, with the keys they stand for.
+
+    An event of vLLM's multi-key calls (real hashes, none of them a code) is kept whole."""
+    hashes = getattr(e, "block_hashes", None) or ()
+    keys = getattr(e, "keys", None) or ((e.key,) if hasattr(e, "key") else ())
+    coded = any(isinstance(h, bytes) and h in codes for h in hashes) or any(
+        isinstance(k, bytes) and (k in codes or k[:-4] in codes) for k in keys
+    )
+    if not coded:  # (the adapter's cache_blocks always names at least one code)
+        return e
     changes: dict[str, Any] = {}
     if dataclasses.is_dataclass(e):  # vLLM's own event fields: CacheBlocks models none
         for f in dataclasses.fields(e):
@@ -767,11 +930,15 @@ def decoded_state(pool: VllmPool, ps: PoolState | None = None) -> PoolState:
     dec = pool.codec.decode
     ps.key = [None if k is None else dec(k) for k in ps.key]
     ps.index = {dec(k): v for k, v in ps.index.items()}
-    ps.log = [_decode_event(e, dec) if isinstance(e, Event) else pool.translate(e) for e in ps.log]
+    codes = pool.codec.key
+    ps.log = [
+        _decode_event(e, dec, codes) if isinstance(e, Event) else pool.translate(e) for e in ps.log
+    ]
+    ps.entries = {b: [dec(k) for k in ks] for b, ks in ps.entries.items()}
     # cache_full_blocks records how many tokens each key covers; the oracle's CacheBlocks,
-    # which the adapter turns into that call, models no tokens: nothing to compare
-    if getattr(ps, "tokens", None):
-        ps.tokens = {}
+    # which the adapter turns into that call with its own codes, models no tokens: only
+    # keys in vLLM's form (bytes, from vLLM's multi-key calls) keep theirs
+    ps.tokens = {b: n for b, n in ps.tokens.items() if type(ps.key[b]) is bytes}
     # watchers may be given as the objects the adapter passed: name them as the oracle does
     ps.pending = {
         b: [w if type(w) is int else _watcher_id(w) for w in ws] for b, ws in ps.pending.items()

@@ -58,7 +58,9 @@ def test_wrapper_of_two_sub_pools_whose_reset_never_succeeds() -> None:
     code, out = conform("wrapper:MirroredBlockPool", "exact", "--max-pools", "1")
     assert code == 1, out
     assert "ResetPrefixCache(pool=0): spec True, target False" in out
-    code, out = conform("wrapper:MirroredBlockPool", "exact")
+    # on the key-level calls (its grouped lookup, a multi-key call, shifts the search so
+    # that it may meet the reset first)
+    code, out = conform("wrapper:MirroredBlockPool", "exact", "--skip", "GetCachedBlockGroups")
     assert code == 1, out
     assert "target crashed: FreeBlocks" in out
 

@@ -15,7 +15,7 @@ import pytest
 
 from kvpool.oracle.vectors import DEFAULT_DIR, VECTOR_SCHEMA, branch_coverage, load
 from kvpool.spec.errors import ErrorKind
-from kvpool.spec.ops import OP_CLASSES, GetNumFreeBlocks
+from kvpool.spec.ops import ALL_OP_CLASSES, GetNumFreeBlocks
 from kvpool.spec.state import PoolState, TraceError, World
 
 
@@ -29,12 +29,29 @@ def _expected_errors(steps: list[dict[str, object]]) -> set[str]:
     return out
 
 
+def _lookahead_lines() -> set[int]:
+    """The lines of ``_event_extra_keys``'s ``if lookahead:`` branch in spec/vllm_ops.py:
+    vLLM's ``num_hash_lookahead_tokens``, which no trace can set (a trace's pools are
+    ``[num_blocks, caching, events]``); tests/test_multikey.py covers it."""
+    source = (Path(DEFAULT_DIR).parent.parent / "spec" / "vllm_ops.py").read_text()
+    lines = source.splitlines()
+    start = lines.index("def _event_extra_keys(")
+    first = next(i for i in range(start, len(lines)) if lines[i].strip() == "if lookahead:")
+    last = next(i for i in range(first, len(lines)) if lines[i].strip() == "else:")
+    return set(range(first + 1, last + 1))  # 1-based: the if line through its body
+
+
 def test_corpus_reaches_every_branch_of_the_spec_operations() -> None:
     percent, missing = branch_coverage()
-    assert missing == [] and percent == 100.0
+    lookahead = _lookahead_lines()
+    for m in missing:  # only the lookahead branch, which no trace can reach
+        name, _, rest = m.partition(":")
+        assert name == "vllm_ops.py" and int(rest.split()[0]) in lookahead, m
+    assert missing and percent > 99.0
     index = json.loads((DEFAULT_DIR / "index.json").read_text(encoding="utf-8"))
     assert index["schema"] == VECTOR_SCHEMA
-    assert index["spec_coverage_percent"] == 100.0 and index["not_covered"] == []
+    assert index["spec_coverage_percent"] == round(percent, 2) and index["not_covered"] == missing
+    assert index["spec_files"] == ["state.py", "events.py", "vllm_ops.py", "keys.py"]
 
 
 def test_the_coverage_measurement_sees_a_missing_error_kind(tmp_path: Path) -> None:
@@ -64,7 +81,7 @@ def test_every_error_kind_and_operation_has_a_vector() -> None:
         kinds |= _expected_errors(saved.steps)
         ops |= {s["call"]["op"] for s in saved.steps if "call" in s}
     assert kinds == {k.value for k in ErrorKind}
-    assert ops == {cls.__name__ for cls in OP_CLASSES}
+    assert ops == {cls.__name__ for cls in ALL_OP_CLASSES}  # vLLM's multi-key calls too
 
 
 def test_trace_guards_excluded_from_coverage_raise_trace_error() -> None:

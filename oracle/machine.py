@@ -467,6 +467,24 @@ def _needs(
     return decorate
 
 
+def _needs_any(*ops: str) -> Callable[[_F], _F]:
+    """A precondition: the target supports at least one of ``ops`` (the rule makes only
+    those it supports), and the config's ``rules`` (when set) name this rule."""
+
+    def decorate(fn: _F) -> _F:
+        name = fn.__name__
+
+        def check(self: _Lockstep) -> bool:
+            cfg = self.config
+            return any(o in cfg.capabilities for o in ops) and (
+                cfg.rules is None or name in cfg.rules
+            )
+
+        return precondition(check)(fn)
+
+    return decorate
+
+
 ROBUST: tuple[Level, ...] = ("robust",)
 
 
@@ -875,21 +893,26 @@ class _Lockstep(RuleBasedStateMachine):
     def reset(self, data: st.DataObject) -> None:
         self.do(ResetPrefixCache(pool=data.draw(st.sampled_from(self.alive()), label="pool")))
 
-    @_needs("GetNumFreeBlocks", "GetUsage", "TakeEvents", "IsBlockWritable", "GetCachedBlock")
+    @_needs_any("GetNumFreeBlocks", "GetUsage", "TakeEvents", "IsBlockWritable", "GetCachedBlock")
     @rule(data=st.data())
     def observe(self, data: st.DataObject) -> None:
-        """The read-only calls: free count, usage, events, writability, cache lookup."""
+        """The read-only calls: free count, usage, events, writability, cache lookup.
+
+        Each is made when the target has it: a pool with only ``get_num_free_blocks``
+        still has its count compared (the draws are the same for every target, so a
+        target with all five is searched as before)."""
+        caps = self.config.capabilities
         p = data.draw(st.sampled_from(self.alive()), label="pool")
         tokens = self.tokens(p, data)
         which = data.draw(st.sampled_from(["counts", "block"]), label="observe")
         if which == "counts":
-            self.do(GetNumFreeBlocks(pool=p))
-            self.do(GetUsage(pool=p))
-            self.do(TakeEvents(pool=p))
+            calls: list[Op] = [GetNumFreeBlocks(pool=p), GetUsage(pool=p), TakeEvents(pool=p)]
         else:
             b = data.draw(st.integers(0, self.ps(p).num_blocks - 1), label="block")
-            self.do(IsBlockWritable(BlockRef(p, b), pool=p))
-            self.do(GetCachedBlock(tokens, pool=p))
+            calls = [IsBlockWritable(BlockRef(p, b), pool=p), GetCachedBlock(tokens, pool=p)]
+        for op in calls:
+            if type(op).__name__ in caps:
+                self.do(op)
 
     @_needs("DropPool")
     @precondition(lambda self: len(self.alive()) > 1)

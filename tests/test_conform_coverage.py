@@ -164,7 +164,7 @@ def test_spec_branches_are_measured_and_grow_with_the_search() -> None:
     assert small is not None and big is not None
     assert small.unmeasured is None and small.branches > 50
     assert 0 < small.taken < big.taken <= big.branches == small.branches
-    assert set(big.files) == {"state.py", "events.py"}
+    assert set(big.files) == {"state.py", "events.py", "vllm_ops.py", "keys.py"}
     total = sum(len(v) for v in big.missing.values())
     assert total == big.branches - big.taken  # every branch not taken is listed
 
@@ -231,3 +231,30 @@ def test_the_cli_prints_rules_and_branches_and_the_json_carries_them(tmp_path: P
     result = CliRunner().invoke(main, [*args, "--no-spec-coverage"])
     assert result.exit_code == 0, result.output
     assert "spec branches: not measured (turned off (--no-spec-coverage))" in result.output
+
+
+def test_a_pool_with_only_some_read_only_calls_has_those_compared() -> None:
+    """The list pool has get_num_free_blocks but none of the other read-only calls: its
+    count is still compared, so a wrong count is found (the search used to make the
+    read-only calls only on a pool that had all five, and this bug went unseen)."""
+    import sys
+    from pathlib import Path
+
+    from kvpool.oracle.pytest_plugin import as_target
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "list-pool"))
+    try:
+        from list_pool import ListPool  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+
+    class CountsOneMore(ListPool):  # type: ignore[misc]
+        def get_num_free_blocks(self) -> int:
+            return int(super().get_num_free_blocks()) + 1
+
+    good = conform(as_target(ListPool), "exact", 40, max_blocks=6, max_pools=1)
+    assert good.conforms, good.message
+    assert "GetNumFreeBlocks" in good.coverage.by_op()
+    bad = conform(as_target(CountsOneMore), "exact", 40, max_blocks=6, max_pools=1)
+    assert bad.rule == "result differs: value", bad.message
+    assert "GetNumFreeBlocks" in bad.message

@@ -139,7 +139,7 @@ def test_the_nano_bug_bites_through_the_managers_own_sequence_api() -> None:
 def test_v0_shaped_allocator_keeping_a_revived_block_evictable() -> None:
     """The evictor leaves removal to lazy deletion: a block revived by a prefix hit is
     still in its table, so it counts as free while referenced (INV-FREE)."""
-    code, out = conform("v0_allocator:LazyEvictorAllocator", "safety", examples=60)
+    code, out = conform("v0_allocator:LazyEvictorAllocator", "safety", examples=100)
     assert code == 1, out
     assert "VIOLATION of INV-FREE" in out
     assert "ref_cnt 1 but in the free queue" in " ".join(out.split())

@@ -192,10 +192,20 @@ def proofs_section(quick: bool) -> dict[str, Any]:
     }
 
 
+def search_power_section(quick: bool) -> dict[str, Any]:
+    sys.path.insert(0, str(HERE))
+    import search_power
+
+    result = search_power.run(seeds=5 if quick else 20)
+    result["markdown"] = search_power.markdown(result)
+    return result
+
+
 SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "pool": pool_section,
     "vllm_paths": vllm_paths_section,
     "oracle": oracle_section,
+    "search_power": search_power_section,
     "proofs": proofs_section,
     "walltime": walltime_section,
 }
@@ -319,7 +329,11 @@ def render(results: dict[str, Any]) -> str:
             "the rest are searched.",
             "",
         ]
-    for name, title in (("oracle", "Oracle throughput"), ("proofs", "Proof reach")):
+    for name, title in (
+        ("oracle", "Oracle throughput"),
+        ("search_power", "Search power"),
+        ("proofs", "Proof reach"),
+    ):
         section = results.get(name)
         if section and section.get("markdown"):
             lines += [f"## {title}", "", *measured(section), section["markdown"], ""]

@@ -239,8 +239,12 @@ class Acceptance:
 
     signatures: frozenset[str] = frozenset()
     rules: frozenset[str] = frozenset()
+    only: str | None = None
+    """Accept every signature but this one (to shrink one finding without slipping)."""
 
     def accepts(self, sig: str, rule: str) -> bool:
+        if self.only is not None:
+            return sig != self.only
         return sig in self.signatures or rule in self.rules
 
     def plus(self, *sigs: str) -> Acceptance:
@@ -556,7 +560,7 @@ def conform(
     start = time.perf_counter()
     for stage in stages:
         while len(found) < MAX_FINDINGS:
-            new = _search(target, stage, level, examples, seed, steps, accept, coverage)
+            new = _search(target, stage, level, examples, seed, steps, accept, coverage, keep_going)
             if new is None:
                 break
             difference, sigs = new
@@ -602,11 +606,18 @@ def _search(
     steps: int,
     accept: Acceptance,
     coverage: Coverage,
+    one_signature: bool = False,
 ) -> tuple[Difference, list[str]] | None:
     """One search, stopped at its first finding that ``accept`` does not accept.
 
     Returns the finding (shrunk, then its steps deleted) and the signatures it had in
     the search and on its minimal trace (the search accepts both from then on).
+
+    Hypothesis's shrinker may slip from the failure it shrinks to any other, smaller
+    one. ``one_signature`` (``--all``) keeps a finding's trace its own: the search runs
+    without shrinking up to its first finding, then again (the same examples: what a
+    run draws depends on the spec's state alone) with every other signature accepted,
+    and that run shrinks.
     """
     machine = oracle_machine(target, config, accept)
     machine.coverage = coverage
@@ -615,12 +626,29 @@ def _search(
     rule, message = None, ""
     crash: str | None = None
     sigs: list[str] = []
+    given = accept
+    if one_signature:
+        try:
+            run_state_machine_as_test(
+                machine, settings=run_settings(examples, steps, seed, shrink=False)
+            )
+        except SignedFailure as failure:
+            accept = replace(accept, only=failure.signature)
+            machine = oracle_machine(target, config, accept)
+            machine.coverage = coverage
+            if seed is not None:
+                machine._hypothesis_internal_use_seed = seed
+            sigs.append(failure.signature)
+        except (LockstepFailure, Flaky, TargetHung, TargetCrashed):
+            pass  # found again, and reported, by the search below
+        else:
+            return None
     try:
         run_state_machine_as_test(machine, settings=run_settings(examples, steps, seed))
     except LockstepFailure as failure:
         rule, message = failure.rule, str(failure)
         crash = failure.traceback or None
-        if isinstance(failure, SignedFailure):
+        if isinstance(failure, SignedFailure) and failure.signature not in sigs:
             sigs.append(failure.signature)
     except Flaky as exc:
         rule, message = "flaky", f"the target does not behave the same on the same calls: {exc}"
@@ -631,6 +659,8 @@ def _search(
     # Anything else is a bug in the oracle: it propagates (exit 3, with its traceback)
     # rather than being reported as the target's crash.
     if rule is None:
+        if sigs:  # the first finding did not come back: shrink as Hypothesis does
+            return _search(target, config, level, examples, seed, steps, given, coverage)
         return None
     saved = None
     sig = sigs[0] if sigs else rule

@@ -196,14 +196,17 @@ _KINDS = re.compile(r": spec (\w+), target (\w+)$")
 def signature(rule: str, detail: str, op: Op | None) -> str:
     """What tells one finding from another: the rule, the call, and what differs in it.
 
-    ``RULE at OP`` (``OP``: the operation of the failing call, or of the call a watcher
-    made from inside it), then for ``error kind differs`` the spec's and the target's
+    A broken invariant is its name (``INV-EVENTS``). Any other rule: ``RULE at OP``
+    (``OP``: the operation of the failing call, or of the call a watcher made from
+    inside it), then for ``error kind differs`` the spec's and the target's
     outcome (and whether a block is listed twice in the call), for ``state differs`` and
     ``ERR-ATOMIC`` the first field that differs, for ``target crashed`` the exception's
     type. Two traces with one signature are one finding to ``--all``; values (ids,
     counts, keys, pool sizes) take no part, so a search does not report one difference
     once per value.
     """
+    if rule in INVARIANT_NAMES:  # the invariant names the bug; the call that shows it,
+        return rule  # an eviction by get_new_blocks or by evict_blocks, does not
     where = type(op).__name__ if op is not None else "start"
     if " (run by a watcher)" in detail:
         where = f"{detail.split('(', 1)[0]} run by a watcher in {where}"
@@ -239,12 +242,8 @@ class Acceptance:
 
     signatures: frozenset[str] = frozenset()
     rules: frozenset[str] = frozenset()
-    only: str | None = None
-    """Accept every signature but this one (to shrink one finding without slipping)."""
 
     def accepts(self, sig: str, rule: str) -> bool:
-        if self.only is not None:
-            return sig != self.only
         return sig in self.signatures or rule in self.rules
 
     def plus(self, *sigs: str) -> Acceptance:
@@ -560,7 +559,7 @@ def conform(
     start = time.perf_counter()
     for stage in stages:
         while len(found) < MAX_FINDINGS:
-            new = _search(target, stage, level, examples, seed, steps, accept, coverage, keep_going)
+            new = _search(target, stage, level, examples, seed, steps, accept, coverage)
             if new is None:
                 break
             difference, sigs = new
@@ -606,18 +605,11 @@ def _search(
     steps: int,
     accept: Acceptance,
     coverage: Coverage,
-    one_signature: bool = False,
 ) -> tuple[Difference, list[str]] | None:
     """One search, stopped at its first finding that ``accept`` does not accept.
 
     Returns the finding (shrunk, then its steps deleted) and the signatures it had in
     the search and on its minimal trace (the search accepts both from then on).
-
-    Hypothesis's shrinker may slip from the failure it shrinks to any other, smaller
-    one. ``one_signature`` (``--all``) keeps a finding's trace its own: the search runs
-    without shrinking up to its first finding, then again (the same examples: what a
-    run draws depends on the spec's state alone) with every other signature accepted,
-    and that run shrinks.
     """
     machine = oracle_machine(target, config, accept)
     machine.coverage = coverage
@@ -626,29 +618,12 @@ def _search(
     rule, message = None, ""
     crash: str | None = None
     sigs: list[str] = []
-    given = accept
-    if one_signature:
-        try:
-            run_state_machine_as_test(
-                machine, settings=run_settings(examples, steps, seed, shrink=False)
-            )
-        except SignedFailure as failure:
-            accept = replace(accept, only=failure.signature)
-            machine = oracle_machine(target, config, accept)
-            machine.coverage = coverage
-            if seed is not None:
-                machine._hypothesis_internal_use_seed = seed
-            sigs.append(failure.signature)
-        except (LockstepFailure, Flaky, TargetHung, TargetCrashed):
-            pass  # found again, and reported, by the search below
-        else:
-            return None
     try:
         run_state_machine_as_test(machine, settings=run_settings(examples, steps, seed))
     except LockstepFailure as failure:
         rule, message = failure.rule, str(failure)
         crash = failure.traceback or None
-        if isinstance(failure, SignedFailure) and failure.signature not in sigs:
+        if isinstance(failure, SignedFailure):
             sigs.append(failure.signature)
     except Flaky as exc:
         rule, message = "flaky", f"the target does not behave the same on the same calls: {exc}"
@@ -659,8 +634,6 @@ def _search(
     # Anything else is a bug in the oracle: it propagates (exit 3, with its traceback)
     # rather than being reported as the target's crash.
     if rule is None:
-        if sigs:  # the first finding did not come back: shrink as Hypothesis does
-            return _search(target, config, level, examples, seed, steps, given, coverage)
         return None
     saved = None
     sig = sigs[0] if sigs else rule

@@ -35,7 +35,7 @@ from kvpool.spec.ops import (
     UnpinBlocks,
 )
 
-from .driver import WatcherAction
+from .driver import WatcherAction, WatcherRaised
 from .exits import BadInput, TargetCrashed, TargetHung
 from .findings import FINDINGS
 from .machine import LockstepConfig, LockstepFailure, Trace, TraceStep, build_machine
@@ -201,9 +201,10 @@ def signature(rule: str, detail: str, op: Op | None) -> str:
     inside it), then for ``error kind differs`` the spec's and the target's
     outcome (and whether a block is listed twice in the call), for ``state differs`` and
     ``ERR-ATOMIC`` the first field that differs, for ``target crashed`` the exception's
-    type. Two traces with one signature are one finding to ``--all``; values (ids,
-    counts, keys, pool sizes) take no part, so a search does not report one difference
-    once per value.
+    type (a scripted watcher's own error that escapes the pool is one finding, whichever
+    call fired the watcher). Two traces with one signature are one finding to ``--all``;
+    values (ids, counts, keys, pool sizes) take no part, so a search does not report one
+    difference once per value.
     """
     if rule in INVARIANT_NAMES:  # the invariant names the bug; the call that shows it,
         return rule  # an eviction by get_new_blocks or by evict_blocks, does not
@@ -227,6 +228,10 @@ def signature(rule: str, detail: str, op: Op | None) -> str:
             out += f" ({field_[1]})"
     elif rule == "target crashed":
         raised = _RAISED.search(first)
+        if raised and raised[1] == WatcherRaised.__name__:
+            # a scripted watcher's own error escaped the pool: one finding, whichever
+            # call fired the watcher
+            return f"target crashed ({raised[1]})"
         if raised:
             out += f" ({raised[1]})"
     return out

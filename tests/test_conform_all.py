@@ -111,3 +111,17 @@ def test_allow_names_an_erratum_or_a_rule(name: str) -> None:
     assert (got.signatures, got.rules) == (
         (frozenset(), frozenset({name})) if name.startswith("INV") else (frozenset(), frozenset())
     )
+
+
+def test_robust_finds_the_one_watcher_bug_exact_finds() -> None:
+    """vLLM's unpin-one-watcher, seeded into kvpool's pool (mutant watcher-only-last):
+    ``robust`` reports the valid-use difference ``exact`` reports, not first a refused
+    call it happens to break too (before the two stages: ``ERR-ATOMIC`` on an unpin)."""
+    from kvpool import mutants
+
+    target = as_target(mutants.get("watcher-only-last").pool_class())
+    exact = conform(target, "exact", examples=100, max_blocks=8, max_pools=1)
+    robust = conform(target, "robust", examples=100, max_blocks=8, max_pools=1)
+    assert not exact.conforms and not robust.conforms
+    assert robust.findings[0].signature == exact.findings[0].signature
+    assert "pending watchers" in exact.findings[0].signature

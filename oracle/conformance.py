@@ -519,12 +519,12 @@ def acceptance(target: Target, level: str, allow: Iterable[str]) -> Acceptance:
         elif name in errata:
             if name in known:
                 sigs.add(known[name])
-        elif any(name.startswith(f"{r} at ") for r in RULES):
+        elif any(name.startswith((f"{r} at ", f"{r} (")) for r in RULES):
             sigs.add(name)
         else:
             raise BadInput(
                 f"--allow {name!r}: not an erratum ({', '.join(sorted(errata))}), a rule "
-                f"({', '.join(RULES)}) or a finding's signature (RULE at OP...)"
+                f"({', '.join(RULES)}) or a finding's signature (RULE at OP ...)"
             )
     return Acceptance(frozenset(sigs), frozenset(rules))
 

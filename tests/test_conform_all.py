@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from kvpool.impl import BlockPool
 from kvpool.oracle.cli import main
 from kvpool.oracle.conformance import conform, signature
-from kvpool.oracle.exits import BAD_INPUT, CONFORMS, VIOLATION
+from kvpool.oracle.exits import BAD_INPUT, CONFORMS, VIOLATION, BadInput
 from kvpool.oracle.targets import as_target
 from kvpool.oracle.tracereplay import replay
 from kvpool.spec.ops import FreeBlocks, GetUsage
@@ -125,3 +125,13 @@ def test_robust_finds_the_one_watcher_bug_exact_finds() -> None:
     assert not exact.conforms and not robust.conforms
     assert robust.findings[0].signature == exact.findings[0].signature
     assert "pending watchers" in exact.findings[0].signature
+
+
+def test_allow_takes_signatures_as_all_prints_them() -> None:
+    from kvpool.oracle.conformance import acceptance
+
+    target = as_target(BlockPool)
+    for sig in (USAGE, "target crashed (WatcherRaised)"):
+        assert acceptance(target, "exact", [sig]).signatures == frozenset({sig})
+    with pytest.raises(BadInput):
+        acceptance(target, "exact", ["usage is wrong"])

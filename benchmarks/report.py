@@ -246,10 +246,20 @@ def fixedn_section(quick: bool) -> dict[str, Any]:
     }
 
 
+def search_power_section(quick: bool) -> dict[str, Any]:
+    sys.path.insert(0, str(HERE))
+    import search_power
+
+    result = search_power.run(seeds=5 if quick else 20)
+    result["markdown"] = search_power.markdown(result)
+    return result
+
+
 SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "pool": pool_section,
     "vllm_paths": vllm_paths_section,
     "oracle": oracle_section,
+    "search_power": search_power_section,
     "proofs": proofs_section,
     "fixedn": fixedn_section,
     "walltime": walltime_section,
@@ -390,6 +400,7 @@ def render(results: dict[str, Any]) -> str:
         ]
     for name, title in (
         ("oracle", "Oracle throughput"),
+        ("search_power", "Search power"),
         ("proofs", "Proof reach"),
         ("fixedn", "Proof reach: fixed-N induction and the second solver"),
     ):

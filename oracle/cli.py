@@ -268,6 +268,21 @@ def main() -> None:
     show_default=True,
     help="measure the spec's branches the search takes (reported under 'conforms')",
 )
+@click.option(
+    "--all",
+    "keep_going",
+    is_flag=True,
+    default=False,
+    help="keep searching past each finding; report each distinct one once, with its trace",
+)
+@click.option(
+    "--allow",
+    multiple=True,
+    metavar="NAME",
+    help="accept a known difference and search on (repeatable): an erratum of "
+    "docs/errata.md (e.g. unpin-one-watcher), a rule (e.g. INV-EVENTS) or a signature "
+    "as --all prints it",
+)
 @_call_timeout_option()
 def conform_cmd(
     target_name: str,
@@ -283,6 +298,8 @@ def conform_cmd(
     json_file: str | None,
     save_trace: str | None,
     spec_coverage: bool,
+    keep_going: bool,
+    allow: tuple[str, ...],
     call_timeout: float,
 ) -> None:
     """Search for the shortest trace on which TARGET parts from the spec."""
@@ -300,6 +317,8 @@ def conform_cmd(
         console.print(f"  {name} {'on' if value else 'off'} in every pool ({why})")
     for s in target.skipped:
         console.print(f"  [yellow]skipped[/yellow] {s}")
+    for name in allow:
+        console.print(f"  allowed: {name}", markup=False)
     with console.status("searching (then shrinking any failure)..."):
         report = conform(
             target,
@@ -310,33 +329,55 @@ def conform_cmd(
             max_blocks,
             spec_coverage=spec_coverage,
             max_pools=max_pools,
+            keep_going=keep_going,
+            allow=allow,
             **chosen,
         )
     if report.conforms:
         console.print(
             f"[green]conforms[/green] at {level}: no violation in {examples} "
-            f"examples ({report.seconds:.1f}s)"
+            f"examples ({report.seconds:.1f}s)" + (" past the allowed differences" if allow else "")
         )
         for line in report.coverage.lines():
             console.print(line, markup=False, soft_wrap=True)
-    else:
-        console.print(f"[red]VIOLATION[/red] of [bold]{report.rule}[/bold] ({report.seconds:.1f}s)")
-        console.print(report.message.split("\n--- trace ---")[0])
-        _target_traceback(report.crash)
-        if report.hint:
-            console.print(f"hint: {report.hint}", markup=False)
-        if report.trace is not None:
+    if keep_going and report.findings:
+        console.print(
+            f"[red]{len(report.findings)} distinct finding(s)[/red] at {level} "
+            f"({report.seconds:.1f}s):"
+        )
+        for i, d in enumerate(report.findings, 1):
+            known = f"  [erratum {d.erratum}]" if d.erratum else ""
+            console.print(f"  {i}. {d.signature}{known}", markup=False)
+    for i, d in enumerate(report.findings, 1):
+        head = f"{i}/{len(report.findings)}: " if keep_going else ""
+        console.print(
+            f"[red]VIOLATION[/red] {head}of [bold]{d.rule}[/bold]"
+            + ("" if keep_going else f" ({report.seconds:.1f}s)")
+        )
+        console.print(
+            f"signature: {d.signature}" + (f" (erratum {d.erratum})" if d.erratum else ""),
+            markup=False,
+        )
+        console.print(d.message.split("\n--- trace ---")[0])
+        _target_traceback(d.crash)
+        if d.hint:
+            console.print(f"hint: {d.hint}", markup=False)
+        if d.trace is not None:
             again = _target(target_name, skip, call_timeout)
-            result = replay(report.trace, again, level, stop=False)
+            result = replay(d.trace, again, level, stop=False)
             console.print(render(result, "minimal trace"))
     if json_file:
         _write(json_file, json.dumps(report.to_json(), indent=1) + "\n", "--json")
         console.print(f"report written to {json_file}")
-    if save_trace and report.trace is not None:
-        name = f"{target.name.replace(':', '_').replace('/', '_')}-{level}.json"[-200:]
-        path = Path(save_trace) / name
-        _write(str(path), json.dumps(report.trace.to_json(), indent=1) + "\n", "--save-trace")
-        console.print(f"trace saved to {path}  (kvpool replay {path} --target {target_name})")
+    if save_trace:
+        for i, d in enumerate(report.findings, 1):
+            if d.trace is None:
+                continue
+            suffix = f"-{i}" if keep_going else ""
+            name = f"{target.name.replace(':', '_').replace('/', '_')}-{level}{suffix}.json"[-200:]
+            path = Path(save_trace) / name
+            _write(str(path), json.dumps(d.trace.to_json(), indent=1) + "\n", "--save-trace")
+            console.print(f"trace saved to {path}  (kvpool replay {path} --target {target_name})")
     sys.exit(CONFORMS if report.conforms else VIOLATION)
 
 

@@ -10,8 +10,10 @@ replayed exactly (:func:`~.tracereplay.replay`). The trace format itself (schema
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,19 +21,23 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
-from kvpool.spec.invariants import INVARIANT_NAMES, INVARIANTS
+from kvpool.spec.invariants import INVARIANT_NAMES, INVARIANTS, check_pool
 from kvpool.spec.ops import (
     OP_CLASSES,
     VLLM_OP_CLASSES,
+    BlockRef,
     DropPool,
     FreeBlocks,
     GetNewBlocks,
     Op,
     Outcome,
+    Touch,
+    UnpinBlocks,
 )
 
-from .driver import WatcherAction
-from .exits import TargetCrashed, TargetHung
+from .driver import WatcherAction, WatcherRaised
+from .exits import BadInput, TargetCrashed, TargetHung
+from .findings import FINDINGS
 from .machine import (
     COMPARISON_RULES,
     LockstepConfig,
@@ -51,7 +57,7 @@ from .traceformat import (
     op_to_json,
     outcome_to_json,
 )
-from .tracereplay import follow_target_ids
+from .tracereplay import follow_target_ids, replay
 
 
 def action_to_json(wid: int, action: WatcherAction | None) -> dict[str, Any]:
@@ -204,19 +210,134 @@ class Coverage:
         }
 
 
-def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
-    """A lockstep machine for ``target`` that honours its capabilities and records scripts."""
+RULES: tuple[str, ...] = (
+    *INVARIANT_NAMES,
+    "error kind differs",
+    "result differs: ids",
+    "result differs: events",
+    "result differs: value",
+    "fired differs",
+    "state differs",
+    "ERR-ATOMIC",
+    "unraisable differs",
+    "target crashed",
+    "target hung",
+)
+"""Every rule a search can report (the first word of a finding's signature)."""
+
+_FIELD = re.compile(r"pool \d+: ([a-z ]+): spec ")
+_RAISED = re.compile(r" raised (\w+)")
+_KINDS = re.compile(r": spec (\w+), target (\w+)$")
+
+
+def signature(rule: str, detail: str, op: Op | None) -> str:
+    """What tells one finding from another: the rule, the call, and what differs in it.
+
+    A broken invariant is its name (``INV-EVENTS``). Any other rule: ``RULE at OP``
+    (``OP``: the operation of the failing call, or of the call a watcher made from
+    inside it), then for ``error kind differs`` the spec's and the target's
+    outcome (and whether a block is listed twice in the call), for ``state differs`` and
+    ``ERR-ATOMIC`` the first field that differs, for ``target crashed`` the exception's
+    type (a scripted watcher's own error that escapes the pool is one finding, whichever
+    call fired the watcher). Two traces with one signature are one finding to ``--all``;
+    values (ids, counts, keys, pool sizes) take no part, so a search does not report one
+    difference once per value.
+    """
+    if rule in INVARIANT_NAMES:  # the invariant names the bug; the call that shows it,
+        return rule  # an eviction by get_new_blocks or by evict_blocks, does not
+    where = type(op).__name__ if op is not None else "start"
+    if " (run by a watcher)" in detail:
+        where = f"{detail.split('(', 1)[0]} run by a watcher in {where}"
+    out = f"{rule} at {where}"
+    first = detail.split("\n", 1)[0]
+    if rule == "error kind differs":
+        kinds = _KINDS.search(first)
+        if kinds:
+            out += f": spec {kinds[1]}, target {kinds[2]}"
+        blocks = getattr(op, "blocks", None) if op is not None else None
+        if isinstance(op, (FreeBlocks, Touch, UnpinBlocks)) and isinstance(blocks, tuple):
+            hashable = [b for b in blocks if isinstance(b, (int, BlockRef))]
+            if len(set(hashable)) < len(hashable):
+                out += " (a block listed twice)"
+    elif rule in ("state differs", "ERR-ATOMIC"):
+        field_ = _FIELD.search(first)
+        if field_:
+            out += f" ({field_[1]})"
+    elif rule == "target crashed":
+        raised = _RAISED.search(first)
+        if raised and raised[1] == WatcherRaised.__name__:
+            # a scripted watcher's own error escaped the pool: one finding, whichever
+            # call fired the watcher
+            return f"target crashed ({raised[1]})"
+        if raised:
+            out += f" ({raised[1]})"
+    return out
+
+
+class _Accepted(Exception):
+    """A difference the run accepts (``--allow``, or found already by ``--all``)."""
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Which differences a search accepts and searches past: by signature or by rule."""
+
+    signatures: frozenset[str] = frozenset()
+    rules: frozenset[str] = frozenset()
+
+    def accepts(self, sig: str, rule: str) -> bool:
+        return sig in self.signatures or rule in self.rules
+
+    def plus(self, *sigs: str) -> Acceptance:
+        return replace(self, signatures=self.signatures | set(sigs))
+
+
+class SignedFailure(LockstepFailure):
+    """A :class:`LockstepFailure` that carries its :func:`signature`."""
+
+    def __init__(self, failure: LockstepFailure, sig: str) -> None:
+        super().__init__(failure.rule, str(failure), failure.traceback)
+        self.signature = sig
+
+
+def oracle_machine(
+    target: Target, config: LockstepConfig, accept: Acceptance = Acceptance()
+) -> type[Any]:
+    """A lockstep machine for ``target`` that honours its capabilities and records scripts.
+
+    A failure whose :func:`signature` ``accept`` accepts does not end the search: the
+    run goes on with the spec alone (the target's state has parted from the spec's, so
+    nothing after it would be a comparison) and counts as passing.
+    """
     base = build_machine(target.factory, config)
     evict_first = EVICT_FIRST in target.capabilities
+
+    def fail(self: Any, rule: str, detail: str, traceback: str = "") -> None:
+        op = next((s.op for s in reversed(self.trace.steps) if s.op is not None), None)
+        sig = signature(rule, detail, op)
+        if accept.accepts(sig, rule):
+            raise _Accepted(sig)
+        try:
+            base.fail(self, rule, detail, traceback)  # type: ignore[attr-defined]
+        except LockstepFailure as failure:
+            raise SignedFailure(failure, sig) from None
 
     def do(self: Any, op: Op, *, refused: bool = False) -> Outcome:
         if isinstance(op, FreeBlocks) and op.evict_first is not False and not evict_first:
             if op.evict_first is not True:
                 return Outcome()  # a bad evict_first: not expressible on this target
             op = replace(op, evict_first=False)
+        if self.accepted:  # past an accepted difference: the spec alone, no comparison
+            return self.world.apply(op)  # type: ignore[no-any-return]
         steps = len(self.trace.steps)
         try:
             expected: Outcome = base.do(self, op, refused=refused)  # type: ignore[attr-defined]
+        except _Accepted:
+            # A wrong value from a call that changed the target as the spec changed (a
+            # read, say) leaves both in step: the comparison goes on. Otherwise the
+            # run goes on with the spec alone.
+            self.accepted = not in_step(self)
+            return self.trace.steps[-1].spec if len(self.trace.steps) > steps else Outcome()
         finally:
             # Count what was made, also when the comparison then failed.
             coverage: Coverage = type(self).coverage
@@ -248,7 +369,38 @@ def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
         measured: Outcome = branches.measure(base.spec_apply, self, op)  # type: ignore[attr-defined]
         return measured
 
+    def in_step(self: Any) -> bool:
+        """Is every live pool of the target in the spec's state, its invariants whole?"""
+        reader, extra = config.state_check, config.target_invariants
+        if reader is None:
+            return False
+        try:
+            for i in self.alive():
+                observed = reader(self.driver, i)
+                if observed.snapshot() != self.ps(i).snapshot() or check_pool(observed):
+                    return False
+                if extra is not None and extra(self.driver, i):
+                    return False
+        except Exception:  # a target that cannot be read is not known to be in step
+            return False
+        return True
+
+    def check_state(self: Any, refused: Op | None = None) -> None:
+        if not self.accepted:
+            try:
+                base.check_state(self, refused)  # type: ignore[attr-defined]
+            except _Accepted:
+                self.accepted = True
+
+    def check_invariant(self: Any, name: str) -> None:
+        if not self.accepted:
+            try:
+                base.check_invariant(self, name)  # type: ignore[attr-defined]
+            except _Accepted:
+                self.accepted = True
+
     def init(self: Any) -> None:
+        self.accepted = False
         base.__init__(self)
         type(self).last_actions = {}
         type(self).coverage.runs += 1
@@ -259,9 +411,12 @@ def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
         (base,),
         {
             "do": do,
+            "fail": fail,
             "spec_apply": spec_apply,
             "spec_branches": None,
             "arm": arm,
+            "check_state": check_state,
+            "check_invariant": check_invariant,
             "__init__": init,
             "last_actions": {},
             "coverage": coverage,
@@ -271,8 +426,39 @@ def oracle_machine(target: Target, config: LockstepConfig) -> type[Any]:
 
 
 @dataclass
+class Difference:
+    """One finding of a search: its signature, the erratum it is (if known), its minimal trace."""
+
+    signature: str
+    rule: str
+    message: str
+    trace: SavedTrace | None = None
+    crash: str | None = None
+    """The target's traceback, when the finding is a crash of the target."""
+    hint: str | None = None
+    """When the minimal trace needs more than one pool: the rule it exercises, the option."""
+    erratum: str | None = None
+    """The name of the vLLM 0.33.0 erratum (``docs/errata.md``) with this signature."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "signature": self.signature,
+            "erratum": self.erratum,
+            "violated": self.rule,
+            "message": self.message.split("\n--- trace ---")[0],
+            "trace": self.trace.to_json() if self.trace else None,
+            "target_traceback": self.crash,
+            "hint": self.hint,
+        }
+
+
+@dataclass
 class Report:
-    """The result of one ``kvpool conform`` run."""
+    """The result of one ``kvpool conform`` run.
+
+    ``rule``, ``message``, ``trace``, ``crash`` and ``hint`` are the first finding's;
+    ``findings`` holds every finding (one without ``--all``).
+    """
 
     target: str
     level: str
@@ -290,6 +476,11 @@ class Report:
     """When the minimal trace needs more than one pool: the rule it exercises, the option."""
     coverage: Coverage = field(default_factory=Coverage)
     """What the search made (shrinking included, when there was a failure)."""
+    findings: list[Difference] = field(default_factory=list)
+    allowed: list[str] = field(default_factory=list)
+    """The ``--allow`` names the search accepted and searched past."""
+    keep_going: bool = False
+    """``--all``: the search went on past each finding."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -307,6 +498,9 @@ class Report:
             "target_traceback": self.crash,
             "hint": self.hint,
             "coverage": self.coverage.to_json(),
+            "all": self.keep_going,
+            "allowed": self.allowed,
+            "findings": [f.to_json() for f in self.findings],
         }
 
 
@@ -329,6 +523,60 @@ def run_settings(
     )
 
 
+MAX_FINDINGS = 40
+"""``--all`` stops after this many findings (each costs a search and a shrink)."""
+
+
+def errata_signatures(target: Target, level: str) -> dict[str, str]:
+    """Each erratum of ``docs/errata.md`` whose trace fails on ``target``: its signature there.
+
+    The errata are vLLM 0.33.0's; on another target a name means "the same difference".
+    A trace that needs an operation the target lacks, or more pools than it builds, is
+    left out.
+    """
+    caps = set(target.capabilities)
+    out: dict[str, str] = {}
+    for f in FINDINGS:
+        saved = f.trace()
+        ops = [op_from_json(s["call"]) for s in saved.steps if s.get("call")]
+        if any(type(op).__name__ not in caps for op in ops):
+            continue
+        if len(saved.pools) > 1 and MULTI_POOL not in caps:
+            continue
+        found = replay(saved, target, level).divergence
+        if found is None or not 0 < found.step <= len(ops) + len(saved.steps):
+            continue
+        op = op_from_json(saved.steps[found.step - 1]["call"])
+        out[f.name] = signature(found.rule, found.detail, op)
+    return out
+
+
+def acceptance(target: Target, level: str, allow: Iterable[str]) -> Acceptance:
+    """What ``--allow NAME`` accepts. NAME: an erratum (``docs/errata.md``), a rule, or a
+    signature as ``--all`` prints it. Any other NAME is a :class:`BadInput`."""
+    allow = list(allow)
+    if not allow:
+        return Acceptance()
+    errata = {f.name for f in FINDINGS}
+    sigs: set[str] = set()
+    rules: set[str] = set()
+    known = errata_signatures(target, level) if errata & set(allow) else {}
+    for name in allow:
+        if name in RULES:
+            rules.add(name)
+        elif name in errata:
+            if name in known:
+                sigs.add(known[name])
+        elif any(name.startswith((f"{r} at ", f"{r} (")) for r in RULES):
+            sigs.add(name)
+        else:
+            raise BadInput(
+                f"--allow {name!r}: not an erratum ({', '.join(sorted(errata))}), a rule "
+                f"({', '.join(RULES)}) or a finding's signature (RULE at OP ...)"
+            )
+    return Acceptance(frozenset(sigs), frozenset(rules))
+
+
 def conform(
     target: Target,
     level: str = "exact",
@@ -338,29 +586,108 @@ def conform(
     max_blocks: int = 16,
     check_every: int = 1,
     spec_coverage: bool = True,
+    *,
+    keep_going: bool = False,
+    allow: Iterable[str] = (),
     **overrides: Any,
 ) -> Report:
     """Search for a trace on which ``target`` parts from the spec at ``level``.
 
     ``spec_coverage``: measure the spec's branches taken during the search
     (:mod:`.specbranches`; off: not measured, and the report says so).
+
+    ``robust`` searches in two stages, each with the whole budget and the same seed:
+    the valid calls first (the search ``exact`` makes), then valid and invalid calls
+    and faulty watchers, so that invalid calls do not crowd out the valid-use search
+    and ``robust`` finds what ``exact`` finds. ``keep_going`` (``--all``): after each
+    finding the search starts again, accepting every signature found so far, until a
+    search finds nothing new; each finding is reported once, with its own minimal
+    trace. ``allow`` (``--allow``): differences accepted from the start (see
+    :func:`acceptance`).
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    allow = list(allow)
     config = lockstep_config(target, level, max_blocks, check_every, **overrides)
-    machine = oracle_machine(target, config)
+    stages = [replace(config, level="exact"), config] if level == "robust" else [config]
+    accept = acceptance(target, level, allow)
+    coverage = Coverage()
+    branches = SpecBranches(spec_coverage)  # one measurement over every stage and search
+    found: list[Difference] = []
+    start = time.perf_counter()
+    for stage in stages:
+        while len(found) < MAX_FINDINGS:
+            new = _search(target, stage, level, examples, seed, steps, accept, coverage, branches)
+            if new is None:
+                break
+            difference, sigs = new
+            accept = accept.plus(*sigs)
+            if difference.signature not in {d.signature for d in found}:
+                found.append(difference)
+            if not keep_going:
+                break
+        if found and not keep_going:
+            break
+    seconds = time.perf_counter() - start
+    coverage.branches = branches.result()
+    if found:
+        names = {sig: name for name, sig in errata_signatures(target, level).items()}
+        for d in found:
+            d.erratum = names.get(d.signature)
+    first = found[0] if found else None
+    return Report(
+        target.name,
+        level,
+        not found,
+        first.rule if first else None,
+        first.message if first else "",
+        examples,
+        seed,
+        seconds,
+        list(target.skipped),
+        first.trace if first else None,
+        first.crash if first else None,
+        first.hint if first else None,
+        coverage,
+        found,
+        allow,
+        keep_going,
+    )
+
+
+def _search(
+    target: Target,
+    config: LockstepConfig,
+    level: str,
+    examples: int,
+    seed: int | None,
+    steps: int,
+    accept: Acceptance,
+    coverage: Coverage,
+    branches: SpecBranches,
+) -> tuple[Difference, list[str]] | None:
+    """One search, stopped at its first finding that ``accept`` does not accept.
+
+    Returns the finding (shrunk, then its steps deleted) and the signatures it had in
+    the search and on its minimal trace (the search accepts both from then on).
+    """
+    machine = oracle_machine(target, config, accept)
+    machine.coverage = coverage  # every search of a run adds to one summary
+    machine.rule_checks = coverage.rules
+    machine.spec_branches = branches
     if seed is not None:
         machine._hypothesis_internal_use_seed = seed
-    start = time.perf_counter()
     rule, message = None, ""
     crash: str | None = None
-    branches = machine.spec_branches = SpecBranches(spec_coverage)
+    sigs: list[str] = []
     try:
         with branches:
             run_state_machine_as_test(machine, settings=run_settings(examples, steps, seed))
     except LockstepFailure as failure:
         rule, message = failure.rule, str(failure)
         crash = failure.traceback or None
+        if isinstance(failure, SignedFailure):
+            sigs.append(failure.signature)
     except Flaky as exc:
         rule, message = "flaky", f"the target does not behave the same on the same calls: {exc}"
     except TargetHung as exc:  # a state read past the per-call timeout
@@ -369,10 +696,11 @@ def conform(
         rule, message, crash = "target crashed", str(exc), exc.traceback
     # Anything else is a bug in the oracle: it propagates (exit 3, with its traceback)
     # rather than being reported as the target's crash.
-    seconds = time.perf_counter() - start
-    machine.coverage.branches = branches.result()
+    if rule is None:
+        return None
     saved = None
-    if rule is not None and machine.last_trace is not None:
+    sig = sigs[0] if sigs else rule
+    if machine.last_trace is not None:
         saved = trace_to_saved(
             machine.last_trace,
             machine.last_actions,
@@ -383,23 +711,49 @@ def conform(
         # Hypothesis shrinks the choices behind a run, which can leave steps that do
         # nothing; deleting steps on the trace itself removes them, keeping the failure.
         # The headline is the minimal trace's own failure, as its replay shows it.
-        saved = delete_steps(saved, target)
+        saved = delete_steps(_past_accepted(saved, target, accept), target)
         rule, message = saved.violation["rule"], saved.violation["message"]  # type: ignore[index]
-    return Report(
-        target.name,
-        level,
-        rule is None,
-        rule,
-        message,
-        examples,
-        seed,
-        seconds,
-        list(target.skipped),
-        saved,
-        crash,
-        cross_pool_hint(saved) if saved is not None else None,
-        machine.coverage,
+        found = replay(saved, target, level).divergence
+        if found is not None and 0 < found.step <= len(saved.steps):
+            call = saved.steps[found.step - 1].get("call")
+            sig = signature(found.rule, found.detail, op_from_json(call) if call else None)
+            sigs.append(sig)
+    if not sigs:
+        sigs.append(sig)
+    hint = cross_pool_hint(saved) if saved is not None else None
+    return Difference(sig, rule, message, saved, crash, hint), sigs
+
+
+def _divergence_signature(saved: SavedTrace, target: Target) -> tuple[int, str, str] | None:
+    """Where ``saved`` first fails on replay: the step, the rule and the signature."""
+    found = replay(saved, target, saved.level).divergence
+    if found is None or not 0 < found.step <= len(saved.steps):
+        return None
+    call = saved.steps[found.step - 1].get("call")
+    return (
+        found.step,
+        found.rule,
+        signature(found.rule, found.detail, op_from_json(call) if call else None),
     )
+
+
+def _past_accepted(saved: SavedTrace, target: Target, accept: Acceptance) -> SavedTrace:
+    """``saved`` without the calls at which it shows an accepted difference first.
+
+    The search went past them (a wrong value that left the target in step with the
+    spec); a replay stops at the first difference, so the trace keeps the calls only
+    while the finding the search met is still what its replay shows.
+    """
+    out = saved
+    for _ in range(len(saved.steps)):
+        at = _divergence_signature(out, target)
+        if at is None:
+            return saved
+        step, rule, sig = at
+        if not accept.accepts(sig, rule):
+            return out
+        out = replace(out, steps=out.steps[: step - 1] + out.steps[step:])
+    return saved
 
 
 def cross_pool_hint(saved: SavedTrace) -> str | None:
@@ -449,10 +803,14 @@ def rule_names() -> list[str]:
 
 
 __all__ = [
+    "RULES",
+    "Acceptance",
+    "Difference",
     "Report",
     "TraceStep",
     "conform",
     "cross_pool_hint",
     "lockstep_config",
     "oracle_machine",
+    "signature",
 ]

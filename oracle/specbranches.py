@@ -100,7 +100,10 @@ class SpecBranches:
         self._depth = 0
 
     def __enter__(self) -> SpecBranches:
-        if self._why is not None:
+        # Entered once per search: a run of several searches (robust's two stages,
+        # --all) adds them up in one measurement.
+        self._depth = 0
+        if self._why is not None or self._cov is not None:
             return self
         if sys.gettrace() is not None:
             self._why = "another tracer is running (a debugger, or coverage of the oracle)"

@@ -64,6 +64,19 @@ def test_the_search_finds_vllm_bad_input_at_robust(vllm) -> None:  # type: ignor
     assert not report.conforms and report.trace is not None
 
 
+def test_one_all_run_at_robust_lists_every_erratum(vllm) -> None:  # type: ignore[no-untyped-def]
+    """``kvpool conform --target vllm==0.33.0 --level robust --all`` (derandomized, the
+    default budget) names every erratum of docs/errata.md, each with a trace of its own
+    that fails on vLLM and passes on the reference pool."""
+    report = conform(vllm, "robust", keep_going=True)
+    assert {f.name for f in FINDINGS} <= {d.erratum for d in report.findings}
+    assert len({d.signature for d in report.findings}) == len(report.findings)
+    for d in report.findings:
+        assert d.trace is not None
+        assert replay(d.trace, vllm, "robust").divergence is not None
+        assert replay(d.trace, resolve("reference"), "robust").divergence is None
+
+
 def test_serving_workload_on_vllm_diverges_in_check_log(tmp_path: Path) -> None:
     from kvpool.oracle.vllm_target import load_vllm
 

@@ -1,0 +1,137 @@
+"""``kvpool conform --all`` and ``--allow``: past each finding, each distinct one once.
+
+A pool with two seeded bugs (two calls that return wrong values) must yield both
+findings, each with its own minimal trace that fails on replay; allowing one leaves
+the other; allowing both (or their rule) leaves a pool that conforms. The search at
+``robust`` runs the ``exact`` search first, so it finds what ``exact`` finds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from kvpool.impl import BlockPool
+from kvpool.oracle.cli import main
+from kvpool.oracle.conformance import conform, signature
+from kvpool.oracle.exits import BAD_INPUT, CONFORMS, VIOLATION, BadInput
+from kvpool.oracle.targets import as_target
+from kvpool.oracle.tracereplay import replay
+from kvpool.spec.ops import FreeBlocks, GetUsage
+
+USAGE = "result differs: value at GetUsage"
+FREE = "result differs: value at GetNumFreeBlocks"
+SMALL: dict[str, Any] = {"examples": 60, "steps": 10, "max_blocks": 6, "max_pools": 1}
+
+
+class TwoBugs(BlockPool):
+    """Two seeded bugs: usage is reported as 0.0 once anything is in use, and the free
+    count is one too many once anything is in use."""
+
+    def get_usage(self) -> float:
+        return 0.0
+
+    def get_num_free_blocks(self) -> int:
+        n = super().get_num_free_blocks()
+        return n + 1 if n < self.num_gpu_blocks - 1 else n
+
+
+def test_all_reports_each_distinct_finding_once_with_its_own_trace() -> None:
+    target = as_target(TwoBugs)
+    one = conform(target, "exact", **SMALL)
+    assert not one.conforms and len(one.findings) == 1
+    every = conform(target, "exact", keep_going=True, **SMALL)
+    assert sorted(d.signature for d in every.findings) == sorted([FREE, USAGE])
+    for d in every.findings:
+        assert d.trace is not None
+        found = replay(d.trace, as_target(TwoBugs), "exact").divergence
+        assert found is not None and found.rule == d.rule
+    assert every.rule == every.findings[0].rule and not every.conforms
+    # the reference pool passes both traces
+    for d in every.findings:
+        assert replay(d.trace, as_target(BlockPool), "exact").divergence is None
+
+
+def test_allow_accepts_one_finding_and_the_search_goes_on() -> None:
+    target = as_target(TwoBugs)
+    rest = conform(target, "exact", keep_going=True, allow=[USAGE], **SMALL)
+    assert [d.signature for d in rest.findings] == [FREE] and rest.allowed == [USAGE]
+    none = conform(target, "exact", keep_going=True, allow=[USAGE, FREE], **SMALL)
+    assert none.conforms and none.findings == []
+    by_rule = conform(target, "exact", allow=["result differs: value"], **SMALL)
+    assert by_rule.conforms
+
+
+def test_robust_finds_what_exact_finds() -> None:
+    target = as_target(TwoBugs)
+    exact = conform(target, "exact", seed=3, **SMALL)
+    robust = conform(target, "robust", seed=3, **SMALL)
+    assert exact.findings[0].signature == robust.findings[0].signature
+
+
+def test_signature_ignores_values_but_not_the_cause() -> None:
+    a = signature("result differs: value", "GetUsage(pool=0): spec 0.5, target 0.0", GetUsage())
+    b = signature("result differs: value", "GetUsage(pool=0): spec 0.2, target 0.0", GetUsage())
+    assert a == b == USAGE
+    detail = "FreeBlocks(...): spec RefCountUnderflow, target success"
+    once = signature("error kind differs", detail, FreeBlocks((1,)))
+    twice = signature("error kind differs", detail, FreeBlocks((1, 1)))
+    assert once != twice and twice.endswith("(a block listed twice)")
+
+
+def test_cli_all_and_allow(tmp_path: Path) -> None:
+    runner = CliRunner()
+    base = ["conform", "-t", "python:test_conform_all:TwoBugs", "--level", "exact", "-n", "60"]
+    base += ["--steps", "10", "--max-blocks", "6", "--max-pools", "1"]
+    out = tmp_path / "r.json"
+    res = runner.invoke(main, [*base, "--all", "--json", str(out)])
+    assert res.exit_code == VIOLATION, res.output
+    assert "2 distinct finding(s)" in res.output and USAGE in res.output and FREE in res.output
+    report = json.loads(out.read_text())
+    assert report["all"] and sorted(f["signature"] for f in report["findings"]) == sorted(
+        [FREE, USAGE]
+    )
+    assert all(f["trace"]["steps"] for f in report["findings"])
+    res = runner.invoke(main, [*base, "--all", "--allow", USAGE, "--allow", FREE])
+    assert res.exit_code == CONFORMS, res.output
+    res = runner.invoke(main, [*base, "--allow", "no-such-erratum"])
+    assert res.exit_code == BAD_INPUT and "--allow 'no-such-erratum'" in res.output
+
+
+@pytest.mark.parametrize("name", ["unpin-one-watcher", "INV-EVENTS"])
+def test_allow_names_an_erratum_or_a_rule(name: str) -> None:
+    from kvpool.oracle.conformance import acceptance
+
+    got = acceptance(as_target(BlockPool), "exact", [name])
+    # the reference pool passes every erratum's trace: an erratum names no signature there
+    assert (got.signatures, got.rules) == (
+        (frozenset(), frozenset({name})) if name.startswith("INV") else (frozenset(), frozenset())
+    )
+
+
+def test_robust_finds_the_one_watcher_bug_exact_finds() -> None:
+    """vLLM's unpin-one-watcher, seeded into kvpool's pool (mutant watcher-only-last):
+    ``robust`` reports the valid-use difference ``exact`` reports, not first a refused
+    call it happens to break too (before the two stages: ``ERR-ATOMIC`` on an unpin)."""
+    from kvpool import mutants
+
+    target = as_target(mutants.get("watcher-only-last").pool_class())
+    exact = conform(target, "exact", examples=100, max_blocks=8, max_pools=1)
+    robust = conform(target, "robust", examples=100, max_blocks=8, max_pools=1)
+    assert not exact.conforms and not robust.conforms
+    assert robust.findings[0].signature == exact.findings[0].signature
+    assert "pending watchers" in exact.findings[0].signature
+
+
+def test_allow_takes_signatures_as_all_prints_them() -> None:
+    from kvpool.oracle.conformance import acceptance
+
+    target = as_target(BlockPool)
+    for sig in (USAGE, "target crashed (WatcherRaised)"):
+        assert acceptance(target, "exact", [sig]).signatures == frozenset({sig})
+    with pytest.raises(BadInput):
+        acceptance(target, "exact", ["usage is wrong"])

@@ -108,7 +108,11 @@ class SpecBranches:
         if sys.gettrace() is not None:
             self._why = "another tracer is running (a debugger, or coverage of the oracle)"
             return self
-        import coverage
+        try:
+            import coverage
+        except ImportError:  # a dependency, but an install may lack it: say so, go on
+            self._why = "the coverage package is not installed"
+            return self
 
         # config_file=False: no .coveragerc or pyproject.toml of the user's is read (a
         # file never makes the oracle run code, and coverage plugins are code)

@@ -198,7 +198,7 @@ def test_a_python_target_that_hangs_is_shrunk_and_reported_as_target_hung(
         "--call-timeout",
         "0.1",
         "-n",
-        "40",
+        "100",
         "--steps",
         "6",
         "--max-blocks",

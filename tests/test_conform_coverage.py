@@ -107,7 +107,7 @@ def test_every_rule_is_counted_and_the_counts_grow_with_the_search() -> None:
     assert all(big.rules[r] > n for r, n in small.rules.items())
     # at exact every call is valid, so no refusal is checked for atomicity
     assert "ERR-ATOMIC" in small.rules_never()
-    robust = conform(resolve("reference"), "robust", examples=30, steps=10).coverage
+    robust = conform(resolve("reference"), "robust", examples=200, steps=10).coverage
     assert robust.rules["ERR-ATOMIC"] > 0 and "ERR-ATOMIC" not in robust.rules_never()
 
 
@@ -188,7 +188,7 @@ def test_refusal_branches_are_taken_only_at_robust() -> None:
     from kvpool.spec.state import World
 
     exact = conform(resolve("reference"), "exact", examples=30, steps=10).coverage
-    robust = conform(resolve("reference"), "robust", examples=30, steps=10).coverage
+    robust = conform(resolve("reference"), "robust", examples=200, steps=10).coverage
     at_exact = _arcs_in(exact, World._check_multiplicity)
     at_robust = _arcs_in(robust, World._check_multiplicity)
     assert at_exact and not at_robust

@@ -426,6 +426,11 @@ def probe_api(cls: Any) -> VllmApi:
         if cache[:6] == REQUEST_CACHE_PARAMS and "block_mask" in cache:
             multikey.add("cache_full_blocks")
         multikey.update(m for m in MULTIKEY_METHODS if callable(getattr(cls, m, None)))
+        partial = {p.name for p in _params(getattr(cls, "cache_partial_block", None))}
+        if "replace_existing_hashes" not in partial:
+            # 0.27-0.32 have cache_partial_block without it: the spec's call (which always
+            # says whether to replace) cannot be made as it is on such a release
+            multikey.discard("cache_partial_block")
         if len(lookup) >= 2:
             multikey.add(GROUP_LOOKUP_METHOD)
     return VllmApi(

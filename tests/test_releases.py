@@ -226,3 +226,23 @@ def test_kvpool_own_pool_is_driven_by_the_vllm_path_like_vllm() -> None:
     swapped = mutants.get("lifo-fifo-swapped").pool_class()
     bad = conform(_probed("mutant-as-vllm", class_factory(swapped)), "exact", 30, max_blocks=6)
     assert not bad.conforms
+
+
+def test_cache_partial_block_without_replace_existing_hashes_is_not_made() -> None:
+    """0.27-0.32's cache_partial_block has no ``replace_existing_hashes``: the probe leaves
+    the call out (the matrix had it crash 0.27.1 on an argument the oracle passed, an
+    oracle artifact reported as the target's crash); 0.33's form keeps it."""
+    module = load_vllm("0.33.0")
+    assert "cache_partial_block" in probe_api(module.BlockPool).multikey
+
+    class Older(module.BlockPool):  # type: ignore[misc, name-defined]
+        def cache_partial_block(  # the 0.27-0.32 signature
+            self, request: Any, block: Any, num_tokens: int, kv_cache_group_id: int, block_size: int
+        ) -> Any:
+            return super().cache_partial_block(
+                request, block, num_tokens, kv_cache_group_id, block_size
+            )
+
+    api = probe_api(Older)
+    assert "cache_partial_block" not in api.multikey
+    assert "move_block_hashes" in api.multikey  # the rest of the epoch is still made

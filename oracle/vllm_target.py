@@ -742,19 +742,26 @@ class VllmPool:
             else tuple(group_key(h, g) for h in hashes)
         )
         parent = event.parent_block_hash
+
+        def field(name: str) -> Any:
+            # Fields vLLM added over time (0.29's BlockStored has no session_id, for one):
+            # absent on a release is None, as the spec's event has for a plain request,
+            # never a crash of the state read blamed on the release.
+            return getattr(event, name, None)
+
         return BlockStored(
             keys=keys,
             block_hashes=tuple(hashes),
             parent_block_hash=None if parent is None else bytes(parent),
             token_ids=_tuples(event.token_ids),
             block_size=event.block_size,
-            lora_id=event.lora_id,
-            medium=event.medium,
-            lora_name=event.lora_name,
-            extra_keys=_tuples(event.extra_keys),
+            lora_id=field("lora_id"),
+            medium=field("medium"),
+            lora_name=field("lora_name"),
+            extra_keys=_tuples(field("extra_keys")),
             group_idx=g,
-            session_id=event.session_id,
-            lookahead_token_ids=_tuples(event.lookahead_token_ids),
+            session_id=field("session_id"),
+            lookahead_token_ids=_tuples(field("lookahead_token_ids")),
         )
 
     def __repr__(self) -> str:

@@ -246,3 +246,28 @@ def test_cache_partial_block_without_replace_existing_hashes_is_not_made() -> No
     api = probe_api(Older)
     assert "cache_partial_block" not in api.multikey
     assert "move_block_hashes" in api.multikey  # the rest of the epoch is still made
+
+
+def test_a_stored_event_without_the_newer_fields_is_read_not_a_crash() -> None:
+    """0.29's BlockStored has no ``session_id`` (and older ones lack more): reading such an
+    event gives None for what is missing, as the spec's event has for a plain request. It
+    was an AttributeError in the state read, reported as the release's crash."""
+    module = load_vllm("0.33.0")
+    pool = vllm_target.VllmPool(module, 4, True, True)
+
+    class BlockStored:  # a 0.29-shaped event: no session_id, no lookahead_token_ids
+        def __init__(self) -> None:
+            self.block_hashes = [b"h" * 32]
+            self.parent_block_hash = None
+            self.token_ids = [1, 2]
+            self.block_size = 16
+            self.lora_id = None
+            self.medium = "GPU"
+            self.lora_name = None
+            self.extra_keys = None
+            self.group_idx = 0
+
+    spec = pool.translate(BlockStored())
+    assert getattr(spec, "session_id", "missing") is None
+    assert getattr(spec, "lookahead_token_ids", "missing") is None
+    assert spec.block_size == 16  # type: ignore[attr-defined]

@@ -210,19 +210,7 @@ class Coverage:
         }
 
 
-RULES: tuple[str, ...] = (
-    *INVARIANT_NAMES,
-    "error kind differs",
-    "result differs: ids",
-    "result differs: events",
-    "result differs: value",
-    "fired differs",
-    "state differs",
-    "ERR-ATOMIC",
-    "unraisable differs",
-    "target crashed",
-    "target hung",
-)
+RULES: tuple[str, ...] = (*INVARIANT_NAMES, *COMPARISON_RULES, "target crashed", "target hung")
 """Every rule a search can report (the first word of a finding's signature)."""
 
 _FIELD = re.compile(r"pool \d+: ([a-z ]+): spec ")
@@ -301,7 +289,10 @@ class SignedFailure(LockstepFailure):
 
 
 def oracle_machine(
-    target: Target, config: LockstepConfig, accept: Acceptance = Acceptance()
+    target: Target,
+    config: LockstepConfig,
+    accept: Acceptance = Acceptance(),
+    coverage: Coverage | None = None,
 ) -> type[Any]:
     """A lockstep machine for ``target`` that honours its capabilities and records scripts.
 
@@ -405,7 +396,7 @@ def oracle_machine(
         type(self).last_actions = {}
         type(self).coverage.runs += 1
 
-    coverage = Coverage()
+    coverage = coverage if coverage is not None else Coverage()  # shared by a run's searches
     return type(
         base.__name__,
         (base,),
@@ -671,9 +662,7 @@ def _search(
     Returns the finding (shrunk, then its steps deleted) and the signatures it had in
     the search and on its minimal trace (the search accepts both from then on).
     """
-    machine = oracle_machine(target, config, accept)
-    machine.coverage = coverage  # every search of a run adds to one summary
-    machine.rule_checks = coverage.rules
+    machine = oracle_machine(target, config, accept, coverage)
     machine.spec_branches = branches
     if seed is not None:
         machine._hypothesis_internal_use_seed = seed

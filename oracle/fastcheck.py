@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from kvpool.spec.invariants import check_pool
 from kvpool.spec.ops import (
@@ -94,25 +95,22 @@ def rename(ps: PoolState, a: int, b: int) -> None:
             holders[y] = None
     ps.ref[a], ps.ref[b] = ps.ref[b], ps.ref[a]
     ps.key[a], ps.key[b] = ps.key[b], ps.key[a]
-    ta, tb = ps.tokens.pop(a, None), ps.tokens.pop(b, None)
-    if ta is not None:
-        ps.tokens[b] = ta
-    if tb is not None:
-        ps.tokens[a] = tb
-    ea, eb = ps.entries.pop(a, None), ps.entries.pop(b, None)
-    if ea is not None:
-        ps.entries[b] = ea
-    if eb is not None:
-        ps.entries[a] = eb
+    _swap(ps.tokens, a, b)
+    _swap(ps.entries, a, b)
     if (a in ps.free) != (b in ps.free):
         gone, come = (a, b) if a in ps.free else (b, a)
         del ps.free[gone]
         ps.free[come] = None
-    wa, wb = ps.pending.pop(a, None), ps.pending.pop(b, None)
-    if wa is not None:
-        ps.pending[b] = wa
-    if wb is not None:
-        ps.pending[a] = wb
+    _swap(ps.pending, a, b)
+
+
+def _swap(table: dict[int, Any], a: int, b: int) -> None:
+    """Swap what ``table`` holds under ``a`` and under ``b`` (either may hold nothing)."""
+    va, vb = table.pop(a, None), table.pop(b, None)
+    if va is not None:
+        table[b] = va
+    if vb is not None:
+        table[a] = vb
 
 
 NEEDS: frozenset[str] = frozenset(

@@ -1,7 +1,8 @@
 """``make verify``: run every check kvpool has and print what was proved, checked and found.
 
 Each *technique* (the columns: Hypothesis lockstep, z3 BMC, z3 fixed-N induction,
-z3 induction, refinement, refinement (from source), CrossHair, golden vectors, oracle)
+z3 induction, refinement, refinement (from source), z3 Spacer (fixed N) when it is
+switched on, CrossHair, golden vectors, oracle)
 reports a :class:`Cell` for each invariant or rule it covers (the rows). A cell says
 exactly how strong it is:
 
@@ -76,10 +77,14 @@ TECHNIQUES = (
     "z3 induction",
     "refinement",
     "refinement (from source)",
+    "z3 Spacer (fixed N)",
     "CrossHair",
     "golden vectors",
     "oracle",
 )
+OPTIONAL_TECHNIQUES = ("z3 Spacer (fixed N)",)
+"""Columns shown only when their check ran (Spacer is in the deep proofs' profile, and in
+``make verify`` only if its switch is on)."""
 ROWS = (*INVARIANT_NAMES, "ORD-HANDOUT", "ORD-RELEASE", "ORD-UNPIN", "WATCH-FIRE", "ERR-ATOMIC")
 REPO = Path(__file__).resolve().parent.parent
 
@@ -222,14 +227,21 @@ PROOF_COSTS: dict[str, float] = {
     "fixedn": 160.0,
     "refinement": 35.0,
     "source": 75.0,
-    "spacer": 600.0,
+    "spacer": 120.0,
 }
 
 
 def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
+    """Every part of the proofs' profile; Spacer's only when the profile names an N for
+    it (``PROFILES[...]["spacer"]`` in ``kvpool/proofs/runner.py``: the one switch)."""
     from kvpool.proofs import runner as proofs
 
-    return [(part, PROOF_COSTS.get(part, 60.0)) for part in proofs.PARTS if part != "spacer"]
+    spacer_on = bool(proofs.PROFILES["fast" if profile == "fast" else "default"]["spacer"])
+    return [
+        (part, PROOF_COSTS.get(part, 60.0))
+        for part in proofs.PARTS
+        if part != "spacer" or spacer_on
+    ]
 
 
 def _proof_work(profile: Profile, part: str) -> Any:
@@ -321,6 +333,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         "second solver": Check("cvc5 re-checks z3's proofs (SMT-LIB 2)", None, True, "", 0.0),
     }
     fixed_ns: dict[str, list[int]] = {}
+    spacer_asked: dict[str, list[bool]] = {}
+    spacer_bad: list[str] = []
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     for r in rows:
@@ -350,10 +364,18 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             if not r.ok:
                 extra.summary += f" NOT ok: {r.obligation}: {r.status} {r.replay}"
             continue
+        if r.technique == proofs.SPACER_TECHNIQUE and r.technique not in checks:
+            checks[r.technique] = Check(r.technique, r.technique, True, "", 0.0)
         check = checks.get(r.technique)
         if check is None:
             continue
         check.seconds += r.seconds
+        if r.kind == "spacer":  # counted by obligation: RES-* and RANK-BOUNDS have no row
+            for name in r.invariants:
+                spacer_asked.setdefault(name, []).append(r.ok)
+            if not r.ok:
+                check.ok = False
+                spacer_bad.append(f"{r.obligation}: {r.status} {r.replay}".strip())
         if r.technique == proofs.SOURCE_TECHNIQUE and r.kind == "refinement":
             n_methods[r.ok] = n_methods.get(r.ok, 0) + 1
         if r.kind == "mutant":
@@ -385,10 +407,14 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 continue
             if cell is not None and cell.status == "failed":
                 continue
-            if r.kind == "fixed-N":
-                fixed_ns.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
-                ns = sorted(fixed_ns[inv])
-                check.cells[inv] = Cell("proved every k", f"N={ns[0]}..{ns[-1]}")
+            if r.kind in ("fixed-N", "spacer"):
+                key = f"{r.kind}:{inv}"
+                fixed_ns.setdefault(key, []).append(int(r.bounds.split(",")[0].split("=")[1]))
+                ns = sorted(fixed_ns[key])
+                at = f"N={ns[0]}..{ns[-1]}" if len(ns) > 1 else f"N={ns[0]}"
+                if r.kind == "spacer":  # the engine found its own invariant
+                    at += f", {proofs.SPACER_LABEL}"
+                check.cells[inv] = Cell("proved every k", at)
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
                     check.cells[inv] = Cell("proved every N", "every N")
@@ -410,6 +436,19 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 + check.summary
             )
             if not n_methods or not check.caught:
+                check.ok, check.summary = False, "not run"
+            continue
+        if check.technique == proofs.SPACER_TECHNIQUE:
+            ns = sorted({n for k, v in fixed_ns.items() if k.startswith("spacer:") for n in v})
+            at = ",".join(map(str, ns))
+            proved = sum(all(v) for v in spacer_asked.values())
+            check.summary = (
+                f"proved for every k at fixed N={at}, {proofs.SPACER_LABEL}: "
+                f"{proved}/{len(spacer_asked)} obligations, "
+                f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"
+                + "".join(f"; NOT proved: {b}" for b in spacer_bad)
+            )
+            if not spacer_asked or not check.caught:
                 check.ok, check.summary = False, "not run"
             continue
         check.summary = (
@@ -1024,13 +1063,15 @@ def matrix(checks: list[Check]) -> Table:
     )
     table.add_column("invariant / rule", style="bold", no_wrap=True)
     shared: dict[str, str] = {}
-    for t in TECHNIQUES:
+    ran = {c.technique for c in checks}
+    techniques = [t for t in TECHNIQUES if t not in OPTIONAL_TECHNIQUES or t in ran]
+    for t in techniques:
         details = {cell.detail for cell in by_technique[t].values()}
         shared[t] = details.pop() if len(details) == 1 else ""
         table.add_column(f"{t}\n[dim]{shared[t]}[/]" if shared[t] else t)
     for row in ROWS:
         cells = []
-        for t in TECHNIQUES:
+        for t in techniques:
             cell = by_technique[t].get(row, Cell("n/a"))
             text = _MARK[cell.status] + ("·" if cell.status == "n/a" else cell.status)
             if cell.detail and cell.detail != shared[t]:

@@ -41,6 +41,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # cvc5 on the every-N induction's and the refinements' proved queries
         "cvc5_quantified": False,
         "spacer": (),
+        "spacer_timeout": 150.0,
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
         "ind_timeout": 60000,
@@ -59,7 +60,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # every proved query at these N (1..4: 427 to 1170 queries each, 5 to 26 s)
         "cvc5": (1, 2, 3, 4),
         "cvc5_quantified": True,
+        # Spacer, no hand lemma (its own part, :func:`run_spacer`): () leaves it out of
+        # `make proofs`/`make verify`; (6,) puts N=6 in, as one more check of its own
         "spacer": (),
+        "spacer_timeout": 150.0,
         "fixedn_mutants": None,
         "ind_timeout": 60000,
         "diff": 1200,
@@ -74,6 +78,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5": (1, 2, 3, 4, 5, 6, 7, 8),
         "cvc5_quantified": True,
         "spacer": (3, 4, 5, 6),
+        "spacer_timeout": 600.0,
         "fixedn_mutants": None,
         "ind_timeout": 120000,
         "diff": 3000,
@@ -442,37 +447,78 @@ _FIXEDN_STEP_RULES = (
 FIXEDN_TECHNIQUE = "z3 induction (fixed N)"
 
 
-def run_spacer(ns: tuple[int, ...], timeout_ms: int) -> list[ObligationResult]:
-    """Spacer, no hand lemma: every literal INV-* and RANK-BOUNDS, one query per N, and a
-    mutant (touch-no-remove) that it must refute."""
+SPACER_TECHNIQUE = "z3 Spacer (fixed N)"
+SPACER_LABEL = "Spacer, no hand lemma"
+"""What a Spacer cell says besides its N: every k, found by the engine on its own."""
+
+SPACER_MUTANTS: tuple[tuple[str, str], ...] = (
+    ("touch-no-remove", "INV-FREE"),
+    ("lifo-handout", "ORD-HANDOUT"),
+)
+"""Seeded bugs Spacer must refute (mutant, the obligation it breaks), at N=3: a state
+invariant and a step rule, so that both kinds of query are shown able to fail."""
+
+
+def _spacer_bounds(n: int) -> str:
+    return f"N={n}, every k, lists<=2 keys=2 watchers=2, no hand lemma"
+
+
+def run_spacer(
+    ns: tuple[int, ...], timeout_s: float, split: bool = False, mutant_n: int = 3
+) -> list[ObligationResult]:
+    """Spacer, no hand lemma, at each N of ``ns``: every obligation it can state
+    (:data:`spacer.OBLIGATIONS`: the fixed-N induction's, less its two ghost conjuncts),
+    as one query on their conjunction (Spacer shares its lemmas between them: at N=4,
+    35 s together against 107 s one by one), or with ``split`` one query each. Each
+    query runs in a child process killed at ``timeout_s`` (a timeout is a failure,
+    never a proof). Then each of :data:`SPACER_MUTANTS` at N=``mutant_n``, which must
+    be refuted."""
     rows = []
     for n in ns:
-        ((status, dt),) = spacer.check(n, timeout_ms=timeout_ms, together=True).values()
+        if split:
+            answers = [
+                a
+                for name in spacer.OBLIGATIONS
+                for a in spacer.check_isolated(n, (name,), timeout_s=timeout_s).values()
+            ]
+        else:
+            answers = list(
+                spacer.check_isolated(
+                    n, spacer.OBLIGATIONS, timeout_s=timeout_s, together=True
+                ).values()
+            )
+        for ans in answers:
+            together = ans.name == spacer.ALL
+            rows.append(
+                ObligationResult(
+                    f"every obligation (Spacer, N={n})"
+                    if together
+                    else f"{ans.name} (Spacer, N={n})",
+                    "spacer",
+                    SPACER_TECHNIQUE,
+                    spacer.OBLIGATIONS if together else (ans.name,),
+                    _spacer_bounds(n),
+                    ans.status,
+                    ans.seconds,
+                    replay=ans.detail,
+                )
+            )
+    for bug, name in SPACER_MUTANTS:
+        ((ans),) = spacer.check_isolated(
+            mutant_n, (name,), frozenset([bug]), timeout_s=timeout_s
+        ).values()
         rows.append(
             ObligationResult(
-                f"all INV-* and RANK-BOUNDS (Spacer, N={n})",
-                "spacer",
-                "z3 Spacer (fixed N)",
-                tuple(INVARIANTS),
-                f"N={n}, every k, lists<=2 keys=2 watchers=2, no hand lemma",
-                status,
-                dt,
+                f"{name} [{bug}]",
+                "mutant",
+                SPACER_TECHNIQUE,
+                (name,),
+                f"N={mutant_n}",
+                "expected-refuted" if ans.status == "refuted" else f"NOT-refuted ({ans.status})",
+                ans.seconds,
+                replay=ans.detail,
             )
         )
-    ((status, dt),) = spacer.check(
-        3, ("INV-FREE",), frozenset(["touch-no-remove"]), timeout_ms
-    ).values()
-    rows.append(
-        ObligationResult(
-            "INV-FREE [touch-no-remove]",
-            "mutant",
-            "z3 Spacer (fixed N)",
-            ("INV-FREE",),
-            "N=3",
-            "expected-refuted" if status == "refuted" else f"NOT-refuted ({status})",
-            dt,
-        )
-    )
     return rows
 
 
@@ -948,5 +994,5 @@ def run(
             # the largest N's proof, split as it is proved, refutes a mutant too
             rows += run_fixedn_mutants(top, ("lifo-handout",), ("ORD-HANDOUT",), split=True)
     if want("spacer") and p["spacer"]:
-        rows += run_spacer(p["spacer"], 300000)
+        rows += run_spacer(p["spacer"], p["spacer_timeout"])
     return rows

@@ -1,22 +1,35 @@
 """A second engine with no hand lemma: z3's Spacer (IC3/PDR over Horn clauses).
 
-The finite reading's transition at a fixed N, unchanged, becomes three Horn clauses over
-an unknown relation ``Reach`` of states (``enable_caching`` and ``enable_kv_cache_events``
+The finite reading's transition at a fixed N, unchanged, becomes Horn clauses over an
+unknown relation ``Reach`` of states (``enable_caching`` and ``enable_kv_cache_events``
 are part of the state: they never change):
 
 * ``Reach(init)``;
 * ``Reach(s) and domain(a) ==> Reach(T(s, a))``;
-* ``Reach(s) and not P(s) ==> false``, asked as a query.
+* a query: ``Reach(s) and not P(s)`` for a state obligation P (every INV-* in the spec's
+  counting form, and RANK-BOUNDS), or ``Reach(s) and domain(a) and not P(s, a, r, T(s, a))``
+  for a step rule P (ORD-*, WATCH-FIRE, ERR-ATOMIC, RES-*): the rule on one call from any
+  reachable state.
 
 Spacer answers ``unsat`` when it finds an inductive invariant that implies P on its own
 (no LO-HI, no WATCH-PER-BLOCK: nothing from :mod:`kvpool.proofs.fixedn`), which proves P
-for every k at that N; ``sat`` is a run that breaks P.
+for every k at that N; ``sat`` is a run that breaks P. Every obligation of the fixed-N
+induction is stated here, except the induction's own two ghost conjuncts (LO-HI and
+WATCH-PER-BLOCK), which are part of its hypothesis, not of the spec.
+
+:func:`check` asks in the calling process; :func:`check_isolated` asks in a child process
+that is killed at a hard timeout (Spacer's own ``timeout`` is checked only between its
+steps, and one step can run for minutes).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
-from dataclasses import fields
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
@@ -32,6 +45,49 @@ from .model import (
     int_sort,
     transition,
 )
+
+STATE_OBLIGATIONS = (
+    "INV-REF",
+    "INV-FREE",
+    "INV-NULL",
+    "INV-WATCH",
+    "INV-CACHE",
+    "INV-EVENTS",
+    "INV-CONSERVE",
+    "RANK-BOUNDS",
+)
+"""Queried on a reachable state."""
+
+STEP_OBLIGATIONS = (
+    "ORD-HANDOUT",
+    "ORD-RELEASE",
+    "ORD-UNPIN",
+    "WATCH-FIRE",
+    "ERR-ATOMIC",
+    "RES-CACHED",
+    "RES-RESET",
+    "RES-NUMFREE",
+)
+"""Queried on one call from a reachable state."""
+
+OBLIGATIONS = STATE_OBLIGATIONS + STEP_OBLIGATIONS
+
+ALL = "all"
+"""The name of the one query on the conjunction of every obligation asked."""
+
+OPTIONS: dict[str, Any] = {}
+"""Spacer's and the rule transformer's options, as measured best (see docs/06-z3.md)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Spacer's verdict on one obligation at one N."""
+
+    name: str
+    n: int
+    status: str  # "proved" (unsat), "refuted" (sat), "unknown", "timeout" (killed)
+    seconds: float
+    detail: str = ""
 
 
 def _flat(s: State, flags: tuple[z3.BoolRef, z3.BoolRef]) -> list[z3.ExprRef]:
@@ -50,50 +106,132 @@ def _flat(s: State, flags: tuple[z3.BoolRef, z3.BoolRef]) -> list[z3.ExprRef]:
     return [*out, *flags]
 
 
-def check(
-    n: int,
-    names: tuple[str, ...] | None = None,
-    bugs: frozenset[str] = frozenset(),
-    timeout_ms: int = 150000,
-    together: bool = False,
-) -> dict[str, tuple[str, float]]:
-    """Spacer's verdict on each literal invariant (and RANK-BOUNDS) at N=n; with
-    ``together``, one query on their conjunction (key ``"all"``)."""
-    out: dict[str, tuple[str, float]] = {}
-    with int_sort(None):
-        caching, events = z3.Bool("caching"), z3.Bool("events")
-        cfg = Config(Finite(n), caching=caching, events=events, bugs=bugs)
-        s = fresh_state(cfg, "s")
-        a = fresh_args(cfg, "a")
-        t, _ = transition(cfg, s, a)
-        vs = _flat(s, (caching, events))
-        sorts = [v.sort() for v in vs]
-        goals = {**props.literal(cfg, s), **props.ghost(cfg, s)}
-        if names:
-            goals = {k: goals[k] for k in names}
-        if together:
-            goals = {"all": z3.And(list(goals.values()))}
-        for name in goals:
-            fp = z3.Fixedpoint()
-            fp.set(engine="spacer")
-            fp.set("timeout", timeout_ms)
-            reach = z3.Function("Reach", *sorts, z3.BoolSort())
-            fp.register_relation(reach)
-            avars = _args_vars(a)
-            fp.declare_var(*vs, *avars)
-            fp.rule(reach(*_flat(initial(cfg), (caching, events))))
-            fp.rule(reach(*_flat(t, (caching, events))), [reach(*vs), args_domain(cfg, a)])
-            t0 = time.perf_counter()
-            r = fp.query(z3.And(reach(*vs), z3.Not(goals[name])))
-            dt = time.perf_counter() - t0
-            status = "proved" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"
-            out[name] = (status, dt)
-    return out
-
-
 def _args_vars(a: object) -> list[z3.ExprRef]:
     out: list[z3.ExprRef] = []
     for f in fields(a):  # type: ignore[arg-type]
         v = getattr(a, f.name)
         out += v if isinstance(v, list) else [v]
     return out
+
+
+def check(
+    n: int,
+    names: tuple[str, ...] | None = None,
+    bugs: frozenset[str] = frozenset(),
+    timeout_ms: int = 150000,
+    together: bool = False,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Answer]:
+    """Spacer's verdict on each obligation in ``names`` (default: :data:`OBLIGATIONS`) at
+    N=n, one query each; with ``together``, one query on their conjunction (key
+    :data:`ALL`). ``options``: Fixedpoint parameters (default :data:`OPTIONS`)."""
+    if n < 1:
+        raise ValueError(f"N must be >= 1, got {n}")
+    wanted = names or OBLIGATIONS
+    unknown = [x for x in wanted if x not in OBLIGATIONS]
+    if unknown:
+        raise ValueError(f"not a Spacer obligation: {unknown}; known: {OBLIGATIONS}")
+    out: dict[str, Answer] = {}
+    with int_sort(None):
+        caching, events = z3.Bool("caching"), z3.Bool("events")
+        cfg = Config(Finite(n), caching=caching, events=events, bugs=bugs)
+        s = fresh_state(cfg, "s")
+        a = fresh_args(cfg, "a")
+        t, r = transition(cfg, s, a)
+        vs = _flat(s, (caching, events))
+        avars = _args_vars(a)
+        sorts = [v.sort() for v in vs]
+        state = {**props.literal(cfg, s), **props.ghost(cfg, s)}
+        step = props.step_props(cfg, s, a, r, t)
+        goals = {x: state[x] if x in state else step[x] for x in wanted}
+        uses_step = {x: x in STEP_OBLIGATIONS for x in wanted}
+        if together:
+            goals = {ALL: z3.And(list(goals.values()))}
+            uses_step = {ALL: any(uses_step.values())}
+        dom = args_domain(cfg, a)
+        for name, goal in goals.items():
+            fp = z3.Fixedpoint()
+            fp.set(engine="spacer")
+            fp.set("timeout", timeout_ms)
+            for k, v in (OPTIONS if options is None else options).items():
+                fp.set(k, v)
+            reach = z3.Function("Reach", *sorts, z3.BoolSort())
+            fp.register_relation(reach)
+            fp.declare_var(*vs, *avars)
+            fp.rule(reach(*_flat(initial(cfg), (caching, events))))
+            fp.rule(reach(*_flat(t, (caching, events))), [reach(*vs), dom])
+            bad = [reach(*vs), dom, z3.Not(goal)] if uses_step[name] else [reach(*vs), z3.Not(goal)]
+            t0 = time.perf_counter()
+            res = fp.query(z3.And(bad))
+            dt = time.perf_counter() - t0
+            if res == z3.unsat:
+                out[name] = Answer(name, n, "proved", dt)
+            elif res == z3.sat:
+                out[name] = Answer(name, n, "refuted", dt)
+            else:
+                out[name] = Answer(name, n, "unknown", dt, fp.reason_unknown())
+    return out
+
+
+def check_isolated(
+    n: int,
+    names: tuple[str, ...],
+    bugs: frozenset[str] = frozenset(),
+    timeout_s: float = 150.0,
+    together: bool = False,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Answer]:
+    """:func:`check` in a child interpreter (``python -m kvpool.proofs.spacer``), killed
+    after ``timeout_s`` seconds of wall time plus its start-up: every name then answers
+    ``timeout`` (never proved). The answer depends on the query alone, not on what this
+    process built. Names asked together in one child share the deadline."""
+    if n < 1:
+        raise ValueError(f"N must be >= 1, got {n}")
+    keys = (ALL,) if together else names
+    req = {
+        "n": n,
+        "names": list(names),
+        "bugs": sorted(bugs),
+        "timeout_ms": int(timeout_s * 1000),
+        "together": together,
+        "options": options,
+    }
+    cmd = [sys.executable, "-m", "kvpool.proofs.spacer", json.dumps(req)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout_s + STARTUP_S, check=False
+        )
+    except subprocess.TimeoutExpired:  # subprocess.run has killed it
+        dt = time.perf_counter() - t0
+        return {k: Answer(k, n, "timeout", dt, f"killed after {dt:.0f} s") for k in keys}
+    dt = time.perf_counter() - t0
+    try:
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        return {k: Answer(**got[k]) for k in keys}
+    except (ValueError, IndexError, KeyError, TypeError):
+        why = f"child exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
+        return {k: Answer(k, n, "unknown", dt, why) for k in keys}
+
+
+STARTUP_S = 30.0
+"""The child's allowance, on top of the query's timeout, to start and build the encoding."""
+
+
+def main(argv: list[str]) -> int:
+    """The child of :func:`check_isolated`: one JSON request in, one JSON line out."""
+    req = json.loads(argv[0])
+    got = check(
+        req["n"],
+        tuple(req["names"]),
+        frozenset(req["bugs"]),
+        req["timeout_ms"],
+        req["together"],
+        req["options"],
+    )
+    print(json.dumps({k: asdict(v) for k, v in got.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

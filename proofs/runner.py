@@ -500,7 +500,7 @@ def run_spacer(
                     _spacer_bounds(n),
                     ans.status,
                     ans.seconds,
-                    replay=ans.detail,
+                    replay=ans.detail or f"CPU {ans.cpu:.1f} s",
                 )
             )
     for bug, name in SPACER_MUTANTS:

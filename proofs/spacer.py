@@ -88,6 +88,9 @@ class Answer:
     status: str  # "proved" (unsat), "refuted" (sat), "unknown", "timeout" (killed)
     seconds: float
     detail: str = ""
+    cpu: float = 0.0
+    """The query's CPU seconds in its process (wall ``seconds`` grows with the machine's
+    load; this much less)."""
 
 
 def _flat(s: State, flags: tuple[z3.BoolRef, z3.BoolRef]) -> list[z3.ExprRef]:
@@ -161,15 +164,20 @@ def check(
             fp.rule(reach(*_flat(initial(cfg), (caching, events))))
             fp.rule(reach(*_flat(t, (caching, events))), [reach(*vs), dom])
             bad = [reach(*vs), dom, z3.Not(goal)] if uses_step[name] else [reach(*vs), z3.Not(goal)]
-            t0 = time.perf_counter()
-            res = fp.query(z3.And(bad))
-            dt = time.perf_counter() - t0
-            if res == z3.unsat:
-                out[name] = Answer(name, n, "proved", dt)
-            elif res == z3.sat:
-                out[name] = Answer(name, n, "refuted", dt)
+            t0, c0 = time.perf_counter(), time.process_time()
+            try:
+                res = fp.query(z3.And(bad))
+            except z3.Z3Exception as e:  # its own timeout ends the query with an exception
+                res, why = z3.unknown, str(e)
             else:
-                out[name] = Answer(name, n, "unknown", dt, fp.reason_unknown())
+                why = fp.reason_unknown() if res == z3.unknown else ""
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+            if res == z3.unsat:
+                out[name] = Answer(name, n, "proved", dt, cpu=cpu)
+            elif res == z3.sat:
+                out[name] = Answer(name, n, "refuted", dt, cpu=cpu)
+            else:
+                out[name] = Answer(name, n, "unknown", dt, why, cpu)
     return out
 
 

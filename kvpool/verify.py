@@ -333,7 +333,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         "second solver": Check("cvc5 re-checks z3's proofs (SMT-LIB 2)", None, True, "", 0.0),
     }
     fixed_ns: dict[str, list[int]] = {}
-    spacer_asked: dict[str, list[bool]] = {}
+    spacer_asked: dict[int, dict[str, bool]] = {}  # N -> obligation -> proved
     spacer_bad: list[str] = []
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
@@ -371,8 +371,9 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             continue
         check.seconds += r.seconds
         if r.kind == "spacer":  # counted by obligation: RES-* and RANK-BOUNDS have no row
+            at_n = spacer_asked.setdefault(int(r.bounds.split(",")[0].split("=")[1]), {})
             for name in r.invariants:
-                spacer_asked.setdefault(name, []).append(r.ok)
+                at_n[name] = at_n.get(name, True) and r.ok
             if not r.ok:
                 check.ok = False
                 spacer_bad.append(f"{r.obligation}: {r.status} {r.replay}".strip())
@@ -439,14 +440,16 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 check.ok, check.summary = False, "not run"
             continue
         if check.technique == proofs.SPACER_TECHNIQUE:
-            ns = sorted({n for k, v in fixed_ns.items() if k.startswith("spacer:") for n in v})
-            at = ",".join(map(str, ns))
-            proved = sum(all(v) for v in spacer_asked.values())
+            from kvpool.proofs.spacer import OBLIGATIONS
+
             check.summary = (
-                f"proved for every k at fixed N={at}, {proofs.SPACER_LABEL}: "
-                f"{proved}/{len(spacer_asked)} obligations, "
-                f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"
-                + "".join(f"; NOT proved: {b}" for b in spacer_bad)
+                f"proved for every k at fixed N, {proofs.SPACER_LABEL}: "
+                + ", ".join(
+                    f"N={n} {sum(v.values())}/{len(OBLIGATIONS)}"
+                    for n, v in sorted(spacer_asked.items())
+                )
+                + f" obligations; {sum(check.caught.values())}/{len(check.caught)} "
+                "mutants refuted" + "".join(f"; NOT proved: {b}" for b in spacer_bad)
             )
             if not spacer_asked or not check.caught:
                 check.ok, check.summary = False, "not run"

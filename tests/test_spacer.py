@@ -81,7 +81,10 @@ def test_dashboard_labels_spacer_cells() -> None:
     checks = {c.name: c for c in verify.proof_checks(_rows("proved"))}
     check = checks[runner.SPACER_TECHNIQUE]
     assert check.ok
-    assert "proved for every k at fixed N=6, Spacer, no hand lemma: 16/16" in check.summary
+    assert check.summary == (
+        "proved for every k at fixed N, Spacer, no hand lemma: N=6 16/16 obligations; "
+        "1/1 mutants refuted"
+    )
     assert check.cells["INV-WATCH"] == verify.Cell("proved every k", "N=6, Spacer, no hand lemma")
     assert check.caught == {"spec:touch-no-remove": True}
 
@@ -104,7 +107,24 @@ def test_spacer_column_only_when_it_ran() -> None:
 def test_one_switch_puts_spacer_in_make_verify(monkeypatch: pytest.MonkeyPatch) -> None:
     parts = [p for p, _ in verify._proof_parts("full")]
     assert ("spacer" in parts) == bool(runner.PROFILES["default"]["spacer"])
-    monkeypatch.setitem(runner.PROFILES["default"], "spacer", (6,))
+    monkeypatch.setitem(runner.PROFILES["default"], "spacer", ((4, spacer.OBLIGATIONS),))
     assert "spacer" in [p for p, _ in verify._proof_parts("full")]
     monkeypatch.setitem(runner.PROFILES["default"], "spacer", ())
     assert "spacer" not in [p for p, _ in verify._proof_parts("full")]
+
+
+def test_runner_rows_at_n2_fill_the_dashboard() -> None:
+    rows = runner.run_spacer(((2, spacer.OBLIGATIONS),), 60.0)
+    assert [(r.kind, r.status) for r in rows] == [
+        ("spacer", "proved"),
+        ("mutant", "expected-refuted"),
+        ("mutant", "expected-refuted"),
+    ]
+    assert rows[0].invariants == spacer.OBLIGATIONS
+    checks = {c.name: c for c in verify.proof_checks(rows)}
+    check = checks[runner.SPACER_TECHNIQUE]
+    assert check.ok, check.summary
+    assert check.summary.startswith(
+        "proved for every k at fixed N, Spacer, no hand lemma: N=2 16/16 obligations"
+    )
+    assert check.caught == {"spec:touch-no-remove": True, "spec:lifo-handout": True}

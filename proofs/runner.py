@@ -62,7 +62,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": True,
         # Spacer, no hand lemma (its own part, :func:`run_spacer`), as (N, obligations):
         # () leaves it out of `make proofs`/`make verify`; ((4, spacer.OBLIGATIONS),)
-        # would put it in as one more check of its own (about 35 s at N=4, loaded machine)
+        # would put it in as one more check of its own (N=4: 11 CPU s, 24-35 s wall loaded)
         "spacer": (),
         "spacer_timeout": 150.0,
         "fixedn_mutants": None,

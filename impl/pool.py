@@ -96,11 +96,39 @@ def _block_hashes(request: Any) -> Any:
     return hashes
 
 
+def embedding_rows(embeds: Any) -> tuple[bytes, ...]:
+    """The raw bytes of each row (prompt position) of a prompt-embedding tensor.
+
+    vLLM hashes a block's slice of the tensor as ``tensor_data`` reads it: flattened,
+    on the CPU, contiguous, viewed as uint8; the rows here split those bytes evenly,
+    so the rows ``start:end`` joined are that slice's bytes. A torch tensor is read
+    that way; anything else with the buffer protocol (a NumPy array, a memoryview
+    with a shape) as its C-order bytes. Anything else is ``InvalidArgument``.
+    """
+    try:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(embeds, torch.Tensor):
+            n = len(embeds)
+            data = bytes(embeds.flatten().cpu().contiguous().view(torch.uint8).numpy().data)
+        else:
+            view = memoryview(embeds)
+            if not view.ndim:
+                raise TypeError("a 0-dimensional buffer")
+            n = cast(tuple[int, ...], view.shape)[0]
+            data = view.tobytes()
+    except Exception as exc:
+        raise InvalidArgument(
+            f"prompt_embeds must be a tensor or buffer of one row per position: {exc}"
+        ) from None
+    size = len(data) // n if n else 0
+    return tuple(data[i * size : (i + 1) * size] for i in range(n))
+
+
 def _spec_request(request: Any) -> Request:
     """What the events read of a duck-typed vLLM request, as the spec's plain data."""
     try:
-        if getattr(request, "prompt_embeds", None) is not None:
-            raise InvalidArgument("events for requests with prompt embeddings are not supported")
+        embeds = getattr(request, "prompt_embeds", None)
+        rows = None if embeds is None else embedding_rows(embeds)
         lora_request = request.lora_request
         lora = None
         if lora_request:
@@ -117,6 +145,7 @@ def _spec_request(request: Any) -> Request:
             mm,
             getattr(request, "cache_salt", None),
             getattr(request, "session_id", None),
+            rows,
         )
     except (AttributeError, TypeError) as exc:
         raise InvalidArgument(f"{request!r} is not a request the pool can read: {exc}") from None

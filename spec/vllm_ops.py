@@ -9,6 +9,7 @@ call before it changes anything.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable
 from typing import Any, cast
 
@@ -69,6 +70,9 @@ def _block_size(ps: PoolState, value: object) -> int:
 def _request(value: object) -> Request:
     if not isinstance(value, Request):
         raise _Refused(ErrorKind.INVALID_ARGUMENT, f"{value!r} is not a request")
+    embeds = value.prompt_embeds
+    if embeds is not None and any(type(row) is not bytes for row in embeds):
+        raise _Refused(ErrorKind.INVALID_ARGUMENT, "prompt_embeds must be rows of bytes")
     return value
 
 
@@ -358,7 +362,8 @@ def partial_event(
 def _extra_keys(
     req: Request, start: int, end: int, mm_idx: int
 ) -> tuple[tuple[tuple[object, ...], ...] | None, int]:
-    """The hash extra keys of tokens ``start:end`` (LoRA, multimodal inputs, cache salt).
+    """The hash extra keys of tokens ``start:end`` (LoRA, multimodal inputs, cache salt,
+    the SHA-256 of the prompt embeddings of those positions).
 
     ``mm_idx`` is the first multimodal input that may still overlap; the second
     value is where the next block should start looking.
@@ -381,6 +386,9 @@ def _extra_keys(
             mm_idx += 1
     if start == 0 and req.cache_salt:
         keys.append(("cache_salt", req.cache_salt))
+    if req.prompt_embeds is not None:
+        digest = hashlib.sha256(b"".join(req.prompt_embeds[start:end])).digest()
+        keys.append(("prompt_embeds", digest))
     return (tuple(keys) if keys else None), mm_idx
 
 

@@ -103,8 +103,11 @@ def embedding_rows(embeds: Any) -> tuple[bytes, ...]:
     on the CPU, contiguous, viewed as uint8; the rows here split those bytes evenly,
     so the rows ``start:end`` joined are that slice's bytes. A torch tensor is read
     that way; anything else with the buffer protocol (a NumPy array, a memoryview
-    with a shape) as its C-order bytes. Anything else is ``InvalidArgument``.
+    with a shape) as its C-order bytes; a tuple of bytes (the spec's form) is the rows
+    themselves. Anything else is ``InvalidArgument``.
     """
+    if type(embeds) is tuple and all(type(row) is bytes for row in embeds):
+        return embeds  # the rows already, as the spec's request carries them
     try:
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(embeds, torch.Tensor):

@@ -158,7 +158,10 @@ class Request:
         object.__setattr__(self, "all_token_ids", _seq(self.all_token_ids))
         object.__setattr__(self, "mm", _seq(self.mm))
         if self.prompt_embeds is not None:
-            object.__setattr__(self, "prompt_embeds", _seq(self.prompt_embeds))
+            rows = _seq(self.prompt_embeds)
+            if any(type(row) is not bytes for row in rows):
+                raise ValueError("a request's prompt_embeds are rows of bytes, one per position")
+            object.__setattr__(self, "prompt_embeds", rows)
 
 
 @dataclass(frozen=True)

@@ -70,9 +70,6 @@ def _block_size(ps: PoolState, value: object) -> int:
 def _request(value: object) -> Request:
     if not isinstance(value, Request):
         raise _Refused(ErrorKind.INVALID_ARGUMENT, f"{value!r} is not a request")
-    embeds = value.prompt_embeds
-    if embeds is not None and any(type(row) is not bytes for row in embeds):
-        raise _Refused(ErrorKind.INVALID_ARGUMENT, "prompt_embeds must be rows of bytes")
     return value
 
 

@@ -246,3 +246,70 @@ def test_the_plugins_rebuilt_subclass_without_its_class_cell_rebound_is_caught(
             shared_queue_story(KvpoolBlockPool, hisparse.SharedEventQueueBlockPool)
     finally:
         plugin.uninstall()
+
+
+# the names of vLLM 0.33.0's pool classes kvpool leaves out (docs/10-vllm.md says why)
+NOT_THERE = {
+    "BlockPool": {
+        "_reuse_watchers",
+        "_notify_reuse",
+        "_remove_cached_block_hashes",
+        "_emit_block_removed_events",
+        "_build_block_stored_event",
+        "_generate_event_extra_keys",
+        "_lookahead_token_ids",
+        "_get_partial_block_hash",
+        "_get_partial_block_parent_hash_and_start",
+    },
+    "BlockHashToBlockMap": {"_unexpected_blocks_type"},
+    "KVCacheBlock": set(),
+    "FreeKVCacheBlockQueue": set(),
+}
+
+
+def _names(obj: Any) -> set[str]:
+    return {n for n in dir(obj) if not (n.startswith("__") and n.endswith("__"))}
+
+
+def missing_names() -> dict[str, set[str]]:
+    import vllm.v1.core.kv_cache_utils as utils
+
+    import kvpool.impl as ours
+
+    theirs = {**vars(utils), **vars(vllm_pool)}
+    out = {}
+    for name in NOT_THERE:
+        cls = theirs[name]
+        mine = getattr(ours, name)
+        out[name] = _names(cls) - _names(mine)
+        if name == "BlockPool":  # instance attributes too
+            out[name] |= set(vars(cls(4, True, BLOCK))) - _names(mine(4, True, BLOCK))
+    return out
+
+
+def test_what_kvpool_leaves_out_is_what_the_docs_list() -> None:
+    assert missing_names() == NOT_THERE
+
+
+def test_no_vllm_module_but_the_pools_own_uses_what_kvpool_leaves_out() -> None:
+    from pathlib import Path
+
+    import vllm
+
+    root = Path(vllm.__file__).parent
+    own = {root / "v1" / "core" / "block_pool.py"}
+    names = set().union(*NOT_THERE.values())
+    users = {
+        (str(path.relative_to(root)), name)
+        for path in root.rglob("*.py")
+        if path not in own
+        for name in names
+        if f".{name}" in path.read_text(encoding="utf-8", errors="replace")
+    }
+    assert users == set()
+
+
+def test_a_name_lost_from_kvpools_pool_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seeded: kvpool without the helper vLLM's offload manager calls."""
+    monkeypatch.delattr(KvpoolBlockPool, "_insert_block_hash")
+    assert missing_names()["BlockPool"] == NOT_THERE["BlockPool"] | {"_insert_block_hash"}

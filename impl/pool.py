@@ -96,7 +96,7 @@ def _block_hashes(request: Any) -> Any:
     return hashes
 
 
-def embedding_rows(embeds: Any) -> tuple[bytes, ...]:
+def embedding_rows(embeds: Any, lo: int = 0, hi: int | None = None) -> tuple[bytes, ...]:
     """The raw bytes of each row (prompt position) of a prompt-embedding tensor.
 
     vLLM hashes a block's slice of the tensor as ``tensor_data`` reads it: flattened,
@@ -105,33 +105,46 @@ def embedding_rows(embeds: Any) -> tuple[bytes, ...]:
     that way; anything else with the buffer protocol (a NumPy array, a memoryview
     with a shape) as its C-order bytes; a tuple of bytes (the spec's form) is the rows
     themselves. Anything else is ``InvalidArgument``.
+
+    Only rows ``lo:hi`` (all for ``hi`` None) are read, so an event costs its blocks'
+    share of the tensor; the others are given as ``b""``, which no digest of the
+    event reads.
     """
     if type(embeds) is tuple and all(type(row) is bytes for row in embeds):
         return embeds  # the rows already, as the spec's request carries them
     try:
+        n = len(embeds)
+        lo = min(max(lo, 0), n)
+        hi = n if hi is None else min(max(hi, lo), n)
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(embeds, torch.Tensor):
-            n = len(embeds)
-            data = bytes(embeds.flatten().cpu().contiguous().view(torch.uint8).numpy().data)
+            part = embeds[lo:hi].flatten().cpu().contiguous().view(torch.uint8)
+            data = bytes(part.numpy().data)
         else:
             view = memoryview(embeds)
             if not view.ndim:
                 raise TypeError("a 0-dimensional buffer")
-            n = cast(tuple[int, ...], view.shape)[0]
-            data = view.tobytes()
+            try:
+                data = memoryview(embeds[lo:hi]).tobytes()
+            except NotImplementedError:  # a memoryview of several dimensions
+                data = view.tobytes()[lo * view.nbytes // n : hi * view.nbytes // n]
     except Exception as exc:
         raise InvalidArgument(
             f"prompt_embeds must be a tensor or buffer of one row per position: {exc}"
         ) from None
-    size = len(data) // n if n else 0
-    return tuple(data[i * size : (i + 1) * size] for i in range(n))
+    size = len(data) // (hi - lo) if hi > lo else 0
+    rows = tuple(data[i * size : (i + 1) * size] for i in range(hi - lo))
+    return (b"",) * lo + rows + (b"",) * (n - hi)
 
 
-def _spec_request(request: Any) -> Request:
-    """What the events read of a duck-typed vLLM request, as the spec's plain data."""
+def _spec_request(request: Any, lo: int = 0, hi: int | None = None) -> Request:
+    """What the events read of a duck-typed vLLM request, as the spec's plain data.
+
+    ``lo:hi``: the positions whose prompt embeddings the events read (all for None).
+    """
     try:
         embeds = getattr(request, "prompt_embeds", None)
-        rows = None if embeds is None else embedding_rows(embeds)
+        rows = None if embeds is None else embedding_rows(embeds, lo, hi)
         lora_request = request.lora_request
         lora = None
         if lora_request:
@@ -978,7 +991,13 @@ class BlockPool:
                 raise InvalidArgument(f"block hash {h!r} is not bytes")
             todo.append((i, blk, h))
         events = self.enable_kv_cache_events
-        spec_req = _spec_request(request) if events else None  # read before any change
+        spec_req = (  # read before any change
+            _spec_request(
+                request, nc * block_size, nf * block_size + self.num_hash_lookahead_tokens
+            )
+            if events
+            else None
+        )
         suffix = kv_cache_group_id.to_bytes(GROUP_ID_BYTES, "big")
         keys: list[Hashable] = []
         for i, blk, h in todo:
@@ -1082,7 +1101,9 @@ class BlockPool:
             return False
         if self.enable_kv_cache_events:
             try:
-                spec_req = _spec_request(request)
+                spec_req = _spec_request(
+                    request, nc * block_size, nf * block_size + self.num_hash_lookahead_tokens
+                )
             except BaseException:
                 self._uncache_last(entries[nc:nf])
                 raise
@@ -1150,7 +1171,11 @@ class BlockPool:
         parent = hashes[m - 2] if m > 1 else None
         if type(h) is not bytes or (parent is not None and type(parent) is not bytes):
             raise InvalidArgument("the request's block hashes must be bytes")
-        spec_req = _spec_request(request) if self.enable_kv_cache_events else None
+        spec_req = (
+            _spec_request(request, n - hsz, n + self.num_hash_lookahead_tokens)
+            if self.enable_kv_cache_events
+            else None
+        )
         key = h + kv_cache_group_id.to_bytes(GROUP_ID_BYTES, "big")
         holders = self._index.get(key)
         held = block._block_hash == key or (holders is not None and block.block_id in holders)
@@ -1235,7 +1260,7 @@ class BlockPool:
             stored_event(
                 self.num_hash_lookahead_tokens,
                 self.medium,
-                _spec_request(request),
+                _spec_request(request, 0, n * block_size + self.num_hash_lookahead_tokens),
                 held,
                 chosen,
                 None,

@@ -271,9 +271,21 @@ def test_prompt_embedding_events_match_vllms(monkeypatch: pytest.MonkeyPatch) ->
 def test_wrong_embedding_rows_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Seeded bug: the digest of the rows one position later."""
     right = pool_module.embedding_rows
-    monkeypatch.setattr(pool_module, "embedding_rows", lambda e: right(e)[1:] + right(e)[:1])
+    monkeypatch.setattr(
+        pool_module, "embedding_rows", lambda e, *window: right(e)[1:] + right(e)[:1]
+    )
     with pytest.raises(AssertionError):
         test_prompt_embedding_events_match_vllms(monkeypatch)
+
+
+def test_only_the_rows_an_event_reads_are_copied() -> None:
+    array = np.arange(12, dtype=np.int16).reshape(6, 2)
+    rows = pool_module.embedding_rows(array, 2, 4)
+    assert rows == (b"", b"", array[2].tobytes(), array[3].tobytes(), b"", b"")
+    flat = memoryview(array.tobytes()).cast("B", (6, 4))  # no slicing of 2 dimensions
+    assert pool_module.embedding_rows(flat, 2, 4) == rows
+    assert pool_module.embedding_rows(array) == tuple(r.tobytes() for r in array)
+    assert pool_module.embedding_rows(array, 5, 99) == (b"",) * 5 + (array[5].tobytes(),)
 
 
 def test_prompt_embeddings_that_are_no_tensor_are_refused_and_change_nothing() -> None:

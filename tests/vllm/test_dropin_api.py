@@ -78,7 +78,7 @@ def test_a_pool_hashing_the_wrong_embedding_rows_is_caught(monkeypatch: pytest.M
     """Seeded bug: every row shifted by one position (the digest of the wrong slice)."""
     right = kvpool_pool.embedding_rows
 
-    def shifted(embeds: Any) -> tuple[bytes, ...]:
+    def shifted(embeds: Any, *window: Any) -> tuple[bytes, ...]:
         rows = right(embeds)
         return rows[1:] + rows[:1]
 

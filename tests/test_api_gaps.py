@@ -15,7 +15,6 @@ import hashlib
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import pytest
 from test_multikey import HSZ, duck
 
@@ -224,16 +223,27 @@ def test_a_pool_ignoring_the_setting_is_caught(monkeypatch: pytest.MonkeyPatch) 
 # -- prompt embeddings -----------------------------------------------------------------
 
 
-def embeds_request(n_positions: int, width: int = 3) -> SimpleNamespace:
-    rng = np.random.default_rng(7)
+WIDTH = 6  # bytes per position's embedding
+
+
+def embedding_bytes(n: int) -> tuple[bytes, ...]:
+    return tuple(hashlib.sha256(b"%d" % i).digest()[:WIDTH] for i in range(n))
+
+
+def embeds_request(n_positions: int, form: str = "buffer") -> SimpleNamespace:
+    """A request of prompt embeddings: a 2-D buffer (what kvpool reads without torch), or
+    the rows as a tuple, which vLLM's code slices (its tensor_data is stood in below)."""
+    rows = embedding_bytes(n_positions)
     req = duck(Request(REQ.block_hashes, (0,) * n_positions, session_id="e"))
-    req.prompt_embeds = rng.standard_normal((n_positions, width)).astype(np.float32)
+    req.prompt_embeds = (
+        memoryview(b"".join(rows)).cast("B", (n_positions, WIDTH)) if form == "buffer" else rows
+    )
     req._prompt_embeds_per_block_hashes = {}  # vLLM's per-request cache (vLLM reads it)
     return req
 
 
-def embeds_story(pool: Any) -> list[Any]:
-    req = embeds_request(6 * HSZ + 1)
+def embeds_story(pool: Any, form: str = "buffer") -> list[Any]:
+    req = embeds_request(6 * HSZ + 1, form)
     blocks = pool.get_new_blocks(3)
     pool.cache_full_blocks(req, blocks, 0, 2, HSZ, 0)
     pool.cache_full_blocks(req, blocks, 2, 3, HSZ, 0)
@@ -253,19 +263,20 @@ def test_prompt_embedding_digests_are_the_sha256_of_each_blocks_rows() -> None:
     blocks = pool.get_new_blocks(2)
     pool.cache_full_blocks(req, blocks, 0, 2, HSZ, 0)
     (event,) = pool.take_events()
-    rows = req.prompt_embeds
+    rows = embedding_bytes(3 * HSZ)
     assert event.extra_keys == tuple(
-        (hashlib.sha256(rows[i * HSZ : (i + 1) * HSZ].tobytes()).digest(),) for i in range(2)
+        (hashlib.sha256(b"".join(rows[i * HSZ : (i + 1) * HSZ])).digest(),) for i in range(2)
     )
 
 
 def test_prompt_embedding_events_match_vllms(monkeypatch: pytest.MonkeyPatch) -> None:
     vllm = load_vllm("0.33.0")
-    # vLLM reads a tensor's bytes with torch (tensor_data); a NumPy array's are tobytes()
+    # vLLM reads a tensor's bytes with torch (tensor_data): here its slice is rows of bytes
     utils_globals = vllm.maybe_convert_block_hash.__globals__
-    monkeypatch.setitem(utils_globals, "tensor_data", lambda a: a.tobytes())
+    monkeypatch.setitem(utils_globals, "tensor_data", b"".join)
     ours = embeds_story(BlockPool(8, True, HSZ, True))
-    assert ours == embeds_story(vllm.BlockPool(8, True, HSZ, True))
+    assert ours == embeds_story(vllm.BlockPool(8, True, HSZ, True), "rows")
+    assert ours == embeds_story(BlockPool(8, True, HSZ, True), "rows")  # the spec's form
 
 
 def test_wrong_embedding_rows_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -279,13 +290,12 @@ def test_wrong_embedding_rows_are_caught(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_only_the_rows_an_event_reads_are_copied() -> None:
-    array = np.arange(12, dtype=np.int16).reshape(6, 2)
-    rows = pool_module.embedding_rows(array, 2, 4)
-    assert rows == (b"", b"", array[2].tobytes(), array[3].tobytes(), b"", b"")
-    flat = memoryview(array.tobytes()).cast("B", (6, 4))  # no slicing of 2 dimensions
-    assert pool_module.embedding_rows(flat, 2, 4) == rows
-    assert pool_module.embedding_rows(array) == tuple(r.tobytes() for r in array)
-    assert pool_module.embedding_rows(array, 5, 99) == (b"",) * 5 + (array[5].tobytes(),)
+    rows = embedding_bytes(6)
+    flat = memoryview(b"".join(rows)).cast("B", (6, WIDTH))
+    assert pool_module.embedding_rows(flat, 2, 4) == (b"", b"", rows[2], rows[3], b"", b"")
+    assert pool_module.embedding_rows(flat) == rows
+    assert pool_module.embedding_rows(flat, 5, 99) == (b"",) * 5 + (rows[5],)
+    assert pool_module.embedding_rows(rows, 2, 4) is rows  # the spec's rows, as they are
 
 
 def test_prompt_embeddings_that_are_no_tensor_are_refused_and_change_nothing() -> None:

@@ -244,6 +244,7 @@ def _multikey_refusals() -> tuple[list[tuple[int, bool, bool]], list[Any]]:
         mm=(MMFeature("img", 20, 8), MMFeature("aud", 40, 4)),
         cache_salt="salt",
     )
+    embeds = Request((b"p",), (0,) * 16, prompt_embeds=tuple(bytes([i, 2 * i]) for i in range(16)))
     pools = [(9, True, True), (3, True, False), (3, False, False)]
     ops: list[Any] = [
         GetNewBlocks(3),  # blocks 1, 2, 3 in use; 4 free
@@ -276,6 +277,8 @@ def _multikey_refusals() -> tuple[list[tuple[int, bool, bool]], list[Any]]:
         CachePartialBlock(r, 7, 16, 0, 16),  # not longer: a further entry beside it
         CacheFullBlocks(r, (0, 7), 1, 2, 16, 1),  # covers 32 > 16: promoted
         CachePartialBlock(mm, 7, 48, 0, 16),  # longer; its event starts inside an input
+        GetNewBlocks(1),  # 8
+        CacheFullBlocks(embeds, (8,), 0, 1, 16, 0),  # prompt embeddings: a digest per block
         TakeEvents(),
     ]
     return pools, ops

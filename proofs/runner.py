@@ -13,6 +13,7 @@ from kvpool.spec import INVARIANTS, Op, World, check_pool
 
 from . import (
     bmc,
+    counting,
     differential,
     fixedn,
     induction,
@@ -424,6 +425,138 @@ def _induction_extras(timeout_ms: int) -> list[ObligationResult]:
         row.status = "expected-refuted" if v else "NOT-confirmed"
         row.replay = f"confirmed: {v[0]}" if v else "NOT confirmed"
     rows.append(row)
+    return rows
+
+
+# -- the counting invariants for every N (ghost sums) ----------------------------------------
+
+COUNTING_BOUNDS = "every N>=1, every n, lists<=2 keys=2 watchers=2, sums by their recurrence"
+
+# each mutant breaks the count it is listed with; its counterexample is looked for in
+# these cases first, decoded and replayed on the buggy spec
+COUNTING_MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "touch-no-remove": ("INV-CONSERVE", ("Touch",)),
+    "unpin-append-always": ("INV-CONSERVE", ("UnpinBlocks",)),
+    "watcher-kept": ("INV-WATCH", ("loop exit",)),
+}
+
+
+def run_counting(timeout_ms: int) -> list[ObligationResult]:
+    """INV-CONSERVE and INV-WATCH for every N (:mod:`counting`): one row per invariant
+    (init, every call kind, the hand-out loop)."""
+    rows = []
+    gs = counting.goals(timeout_ms=timeout_ms)
+    for part in counting.PARTS:
+        mine = [g for g in gs if g.name == part]
+        bad = [g for g in mine if g.status != "proved"]
+        status = (
+            "proved"
+            if mine and not bad
+            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
+        )
+        rows.append(
+            ObligationResult(
+                f"init, S and T => {part} (ghost sums)",
+                "inductive",
+                "z3 induction",
+                (part,),
+                f"{COUNTING_BOUNDS}; {len(mine)} cases (init, 12 call kinds, hand-out loop)",
+                status,
+                sum(g.seconds for g in mine),
+                replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
+            )
+        )
+    return rows
+
+
+def counting_witness_row(
+    timeout_ms: int = 20000, n: int = 3, bugs: frozenset[str] = frozenset()
+) -> ObligationResult:
+    """Every counting obligation's hypothesis has a model at N=n; each model's pre-state,
+    decoded, satisfies the spec's invariants, and its ghost sums are the decoded state's
+    counts (blocks in use, watchers pending)."""
+    ws = counting.witness_goals(timeout_ms, n, bugs)
+    problems: list[str] = []
+    for w in ws:
+        if w.status != "sat" or w.model is None:
+            problems.append(f"{w.name} / {w.case}: hypothesis {w.status}")
+            continue
+        if w.ctx is None:
+            continue
+        cfg, s, _a, g, _r = w.ctx
+        mdl = w.model
+        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+        ps = decode_state(mdl, s, n, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+        bad = check_pool(ps)
+        in_use = sum(1 for b in range(1, n) if ps.ref[b] > 0)
+        pend = sum(len(v) for v in ps.pending.values())
+
+        def ev(x: Any, mdl: z3.ModelRef = mdl) -> int:
+            return int(mdl.eval(x, model_completion=True).as_long())
+
+        if bad:
+            problems.append(f"{w.name} / {w.case}: decoded state breaks {bad[0]}")
+        elif ev(z3.Select(g.C, n)) != in_use or ev(z3.Select(g.P, n)) != pend:
+            problems.append(f"{w.name} / {w.case}: ghost sums are not the decoded counts")
+    return ObligationResult(
+        f"H satisfiable (every-N counting, N={n})",
+        "witness",
+        "z3 induction",
+        (),
+        f"N={n}: one model per obligation ({len(ws)}), pre-state decoded and checked, "
+        "ghost sums equal to its counts",
+        "witnessed" if not problems else "NOT-witnessed",
+        sum(w.seconds for w in ws),
+        replay="; ".join(problems[:3]),
+    )
+
+
+def run_counting_mutants(
+    timeout_ms: int, which: dict[str, tuple[str, tuple[str, ...]]] | None = None
+) -> list[ObligationResult]:
+    rows = []
+    for bug, (part, cases) in (COUNTING_MUTANTS if which is None else which).items():
+        row = ObligationResult(
+            f"S and T => {part} (ghost sums) [{bug}]",
+            "mutant",
+            "z3 induction",
+            (part,),
+            "every N>=1",
+            "",
+            0.0,
+        )
+        gs = counting.goals((part,), cases, frozenset([bug]), timeout_ms, refute=True)
+        if not any(g.status == "refuted" for g in gs):  # then every other case
+            gs += counting.goals((part,), None, frozenset([bug]), timeout_ms, refute=True)
+        row.seconds = sum(g.seconds for g in gs)
+        hit = next((g for g in gs if g.status == "refuted"), None)
+        if hit is None or hit.model is None or hit.ctx is None:
+            row.status = "NOT-refuted" if all(g.status == "proved" for g in gs) else "unknown"
+            rows.append(row)
+            continue
+        cfg, s, a, _g, _r = hit.ctx
+        mdl = hit.model
+        N = int(mdl.eval(cfg.dom.N, model_completion=True).as_long())
+        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+        ps = decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+        op = to_op(read_args(mdl, a), N)
+        row.trace = [f"case: {hit.case}", f"state: N={N} {ps.describe()}", repr(op)]
+        pre_bad = check_pool(ps)
+        w = BuggyWorld.from_state(bug, ps)
+        w.apply(op)
+        post_bad = [v for v in check_pool(w.pools[0]) if v.invariant == part]
+        if pre_bad:
+            row.status, row.replay = (
+                "NOT-confirmed",
+                f"decoded state already violates: {pre_bad[0]}",
+            )
+        elif post_bad:
+            row.status, row.replay = "expected-refuted", f"confirmed: {post_bad[0]}"
+        else:
+            row.status, row.replay = "NOT-confirmed", "NOT confirmed by replay"
+        rows.append(row)
     return rows
 
 
@@ -911,6 +1044,8 @@ def run(
         # after them)
         with recording() as rec:
             rows += run_induction(p["ind_timeout"])
+            rows += run_counting(p["ind_timeout"])
+        rows.append(counting_witness_row())
         if p["cvc5_quantified"]:
             rows.append(cvc5_recorded_row("the every-N induction", rec))
     if want("refinement"):
@@ -931,6 +1066,7 @@ def run(
         )
         rows += run_bmc_mutants(mn, mk, mM, which)
         rows += run_induction_mutants(p["ind_timeout"] // 2)
+        rows += run_counting_mutants(p["ind_timeout"] // 2)
     if want("refinement"):
         rows += run_refinement_mutants(p["ind_timeout"] // 4)
     if want("source"):

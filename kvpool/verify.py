@@ -107,11 +107,19 @@ _MARK = {
 EVERY_N_LEMMAS = ("INV-REF", "INV-FREE", "INV-NULL", "INV-CACHE", "INV-EVENTS")
 """The invariants z3's every-N induction reaches in the spec's own words (a lemma
 ``S => INV-X`` is proved for each)."""
-EVERY_N_COUNTED = ("INV-CONSERVE", "INV-WATCH")
-"""The invariants that count blocks: proved for every N by their own induction, their sums
-carried as ghost arrays defined by their recurrence (``proofs/counting.py``), in a row that
-names that invariant alone. A row of their strengthenings (PERM, WATCH-PER-BLOCK) alone
-leaves them partial."""
+EVERY_N_OWN_ROW = (
+    "INV-CONSERVE",
+    "INV-WATCH",
+    "ORD-HANDOUT",
+    "ORD-RELEASE",
+    "ORD-UNPIN",
+    "WATCH-FIRE",
+    "ERR-ATOMIC",
+)
+"""Proved for every N by a row that names that row alone: the invariants that count
+blocks (their sums carried as ghost arrays defined by their recurrence,
+``proofs/counting.py``) and the step rules (``proofs/steprules.py``). A row of the
+counting invariants' strengthenings (PERM, WATCH-PER-BLOCK) alone leaves them partial."""
 
 
 @dataclass
@@ -325,6 +333,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         "second solver": Check("cvc5 re-checks z3's proofs (SMT-LIB 2)", None, True, "", 0.0),
     }
     fixed_ns: dict[str, list[int]] = {}
+    scope: dict[str, list[str]] = {}
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     for r in rows:
@@ -356,6 +365,9 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             continue
         check = checks.get(r.technique)
         if check is None:
+            continue
+        if r.kind == "scope":  # a rule the technique does not state, and why
+            scope.setdefault(r.technique, []).append(f"{r.invariants[0]}: {r.status}")
             continue
         check.seconds += r.seconds
         if r.technique == proofs.SOURCE_TECHNIQUE and r.kind == "refinement":
@@ -396,8 +408,9 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
                     check.cells[inv] = Cell("proved every N", "every N")
-                elif inv in EVERY_N_COUNTED and r.invariants == (inv,):
-                    check.cells[inv] = Cell("proved every N", "every N, sums as ghost arrays")
+                elif inv in EVERY_N_OWN_ROW and r.invariants == (inv,):
+                    how = "sums as ghost arrays" if inv.startswith("INV-") else "one step"
+                    check.cells[inv] = Cell("proved every N", f"every N, {how}")
                 elif cell is None or cell.status != "proved every N":
                     check.cells[inv] = Cell("partial", "per-block/permutation form only")
             elif r.kind == "refinement" and r.technique == proofs.SOURCE_TECHNIQUE:
@@ -421,6 +434,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         check.summary = (
             f"{n_ok} rows {'proved' if check.technique != 'z3 BMC' else 'bounded'}, "
             f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"
+            + "".join(f"; {note}" for note in scope.get(check.technique or "", []))
         )
     if diff_catches:
         extra = extras["differential"]

@@ -22,6 +22,7 @@ from . import (
     refinement,
     smtlib,
     spacer,
+    steprules,
 )
 from .model import OPS, Record, named, recording
 from .mutants import MUTANTS, BuggyWorld, world_class
@@ -110,6 +111,7 @@ class ObligationResult:
             "partly-confirmed",
             "witnessed",
             "caught",
+            "fixed-N-only",
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -556,6 +558,125 @@ def run_counting_mutants(
             row.status, row.replay = "expected-refuted", f"confirmed: {post_bad[0]}"
         else:
             row.status, row.replay = "NOT-confirmed", "NOT confirmed by replay"
+        rows.append(row)
+    return rows
+
+
+# -- the step rules for every N ----------------------------------------------------------------
+
+STEPRULE_BOUNDS = "every N>=1, every n, lists<=2 keys=2 watchers=2"
+
+# each rule's mutant: its counterexample is decoded and replayed on the buggy spec
+STEPRULE_MUTANTS: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "lifo-handout": ("ORD-HANDOUT", None),
+    "front-reversed": ("ORD-RELEASE", None),
+    "evict-first-ignored": ("ORD-RELEASE", None),
+    "unpin-reversed": ("ORD-UNPIN", None),
+    "watcher-kept": ("WATCH-FIRE", ("GetNewBlocks",)),
+    "free-partial-on-refusal": ("ERR-ATOMIC", ("FreeBlocks",)),
+    "reset-ignores-use": ("RES-RESET", None),
+    "numfree-counts-null": ("RES-NUMFREE", None),
+}
+
+
+def run_steprules(timeout_ms: int) -> list[ObligationResult]:
+    """Each rule of ``spec/rules.py`` for every N (:mod:`steprules`), one row per rule;
+    a rule that cannot be stated for every N gets a row that says so ("fixed-N-only")."""
+    rows = []
+    gs = steprules.goals(timeout_ms=timeout_ms)
+    for rule in steprules.RULES:
+        mine = [g for g in gs if g.name == rule]
+        bad = [g for g in mine if g.status != "proved"]
+        status = (
+            "proved"
+            if mine and not bad
+            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
+        )
+        rows.append(
+            ObligationResult(
+                f"S and T => {rule}",
+                "inductive",
+                "z3 induction",
+                (rule,),
+                f"{STEPRULE_BOUNDS}; {len(mine)} queries",
+                status,
+                sum(g.seconds for g in mine),
+                replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
+            )
+        )
+    for rule, why in steprules.FIXED_N_ONLY.items():
+        rows.append(
+            ObligationResult(
+                f"{rule} for every N", "scope", "z3 induction", (rule,), why, "fixed-N-only", 0.0
+            )
+        )
+    return rows
+
+
+def steprules_witness_row(
+    timeout_ms: int = 20000, n: int = 3, bugs: frozenset[str] = frozenset()
+) -> ObligationResult:
+    """Every every-N rule's hypothesis has a model at N=n whose pre-state, decoded,
+    satisfies the spec's invariants."""
+    ws = steprules.witness_goals(timeout_ms, n, bugs)
+    problems: list[str] = []
+    for w in ws:
+        if w.status != "sat" or w.model is None:
+            problems.append(f"{w.name} / {w.case}: hypothesis {w.status}")
+            continue
+        cfg, s, _a, _r = w.ctx
+        mdl = w.model
+        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+        ps = decode_state(mdl, s, n, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+        bad = check_pool(ps)
+        if bad:
+            problems.append(f"{w.name} / {w.case}: decoded state breaks {bad[0]}")
+    return ObligationResult(
+        f"H satisfiable (every-N rules, N={n})",
+        "witness",
+        "z3 induction",
+        (),
+        f"N={n}: one model per hypothesis ({len(ws)}), pre-state decoded and checked",
+        "witnessed" if not problems else "NOT-witnessed",
+        sum(w.seconds for w in ws),
+        replay="; ".join(problems[:3]),
+    )
+
+
+def run_steprule_mutants(
+    timeout_ms: int, which: dict[str, tuple[str, tuple[str, ...] | None]] | None = None
+) -> list[ObligationResult]:
+    rows = []
+    for bug, (rule, cases) in (STEPRULE_MUTANTS if which is None else which).items():
+        row = ObligationResult(
+            f"S and T => {rule} [{bug}]", "mutant", "z3 induction", (rule,), "every N>=1", "", 0.0
+        )
+        gs = steprules.goals((rule,), cases, frozenset([bug]), timeout_ms, refute=True)
+        if cases is not None and not any(g.status == "refuted" for g in gs):
+            gs += steprules.goals((rule,), None, frozenset([bug]), timeout_ms, refute=True)
+        row.seconds = sum(g.seconds for g in gs)
+        hit = next((g for g in gs if g.status == "refuted"), None)
+        if hit is None or hit.model is None:
+            row.status = "NOT-refuted" if all(g.status == "proved" for g in gs) else "unknown"
+            rows.append(row)
+            continue
+        cfg, s, a, _r = hit.ctx
+        mdl = hit.model
+        N = int(mdl.eval(cfg.dom.N, model_completion=True).as_long())
+        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+        ps = decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+        op = to_op(read_args(mdl, a), N)
+        row.trace = [f"state: N={N} {ps.describe()}", repr(op)]
+        pre_bad = check_pool(ps)
+        if pre_bad:
+            row.status, row.replay = "NOT-confirmed", f"decoded state breaks {pre_bad[0]}"
+        else:
+            row.replay = _replay_ops(world_class(bug).from_state(bug, ps), rule, [op])
+            row.status = (
+                "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
+            )
         rows.append(row)
     return rows
 
@@ -1045,7 +1166,9 @@ def run(
         with recording() as rec:
             rows += run_induction(p["ind_timeout"])
             rows += run_counting(p["ind_timeout"])
+            rows += run_steprules(p["ind_timeout"])
         rows.append(counting_witness_row())
+        rows.append(steprules_witness_row())
         if p["cvc5_quantified"]:
             rows.append(cvc5_recorded_row("the every-N induction", rec))
     if want("refinement"):
@@ -1067,6 +1190,7 @@ def run(
         rows += run_bmc_mutants(mn, mk, mM, which)
         rows += run_induction_mutants(p["ind_timeout"] // 2)
         rows += run_counting_mutants(p["ind_timeout"] // 2)
+        rows += run_steprule_mutants(p["ind_timeout"] // 2)
     if want("refinement"):
         rows += run_refinement_mutants(p["ind_timeout"] // 4)
     if want("source"):

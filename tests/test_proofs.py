@@ -107,6 +107,46 @@ def test_the_counting_hypotheses_have_witnesses_and_a_vacuous_one_is_caught() ->
     assert "hypothesis unsat" in bad.replay
 
 
+# -- the step rules for every N ---------------------------------------------------------------
+
+
+def test_every_rule_with_an_every_n_statement_is_proved_and_the_rest_say_fixed_n_only() -> None:
+    from kvpool.spec.rules import RULES
+
+    rows = runner.run_steprules(60000)
+    proved = {r.invariants[0] for r in rows if r.status == "proved"}
+    scoped = {r.invariants[0] for r in rows if r.status == "fixed-N-only"}
+    assert [
+        (r.obligation, r.status, r.replay)
+        for r in rows
+        if r.status not in ("proved", "fixed-N-only")
+    ] == []
+    # every name of spec/rules.py is either proved for every N or said to be fixed-N only
+    assert proved | scoped == set(RULES) and not proved & scoped
+    assert scoped == {"RES-CACHED"}
+    assert all(r.ok for r in rows)
+
+
+@pytest.mark.parametrize("mutant", sorted(runner.STEPRULE_MUTANTS))
+def test_a_rule_mutant_fails_its_every_n_proof_and_replays(mutant: str) -> None:
+    (row,) = runner.run_steprule_mutants(20000, {mutant: runner.STEPRULE_MUTANTS[mutant]})
+    assert row.status == "expected-refuted", (row.status, row.replay, row.trace)
+    assert row.replay.startswith("confirmed")
+
+
+def test_every_rule_mutant_breaks_a_rule_and_every_proved_rule_has_one() -> None:
+    from kvpool.proofs import steprules
+
+    assert {rule for rule, _ in runner.STEPRULE_MUTANTS.values()} == set(steprules.RULES)
+
+
+def test_the_rule_hypotheses_have_witnesses_and_a_vacuous_one_is_caught() -> None:
+    row = runner.steprules_witness_row()
+    assert row.status == "witnessed", row.replay
+    bad = runner.steprules_witness_row(timeout_ms=5000, bugs=frozenset(["hyp-false"]))
+    assert bad.status == "NOT-witnessed" and not bad.ok
+
+
 def test_refinement_of_every_queue_operation_is_proved() -> None:
     rows = runner.run_refinement(20000)
     ops = {r.obligation.split()[0] for r in rows}

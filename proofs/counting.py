@@ -173,10 +173,10 @@ def _registrations(cfg: Config, s: State, a: Any) -> Any:
 
 
 def _solve(
-    hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int, refute: bool, N: Any
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int, refute: bool, N: Any, seed: int
 ) -> tuple[str, float, z3.ModelRef | None]:
     # (the bound on refutations only keeps a counterexample small enough to decode)
-    return isolated_check([*hyp, *([N <= 6] if refute else [])], goal, timeout_ms)
+    return isolated_check([*hyp, *([N <= 6] if refute else [])], goal, timeout_ms, seed)
 
 
 def obligations(
@@ -286,6 +286,7 @@ def goals(
     bugs: frozenset[str] = frozenset(),
     timeout_ms: int = 60000,
     refute: bool = False,
+    seed: int = 0,
 ) -> list[Goal]:
     """Each obligation proved (or, with ``refute``, the first refutation, then stop)."""
     out: list[Goal] = []
@@ -294,7 +295,7 @@ def goals(
             continue
         N = ctx[0].dom.N if ctx is not None else z3.Int("N")
         with named(f"counting: {p} / {case}"):
-            status, dt, m = _solve(hyp, goal, timeout_ms, refute, N)
+            status, dt, m = _solve(hyp, goal, timeout_ms, refute, N, seed)
         out.append(Goal(p, case, status, dt, m, ctx))
         if refute and status == "refuted":
             break
@@ -304,11 +305,18 @@ def goals(
 def witness_goals(
     timeout_ms: int = 20000, n: int = 3, bugs: frozenset[str] = frozenset()
 ) -> list[Goal]:
-    """Each obligation's hypothesis is satisfiable: z3 finds a model of it at N = n, with
+    """Each obligation's hypothesis (each distinct one) is satisfiable: z3 finds a model of
+    it at N = n, with
     the call accepted and at least one block handed out where the case allows it (a model
     with any of those unmet is taken when none is found; seeds 0..3 are tried)."""
     out: list[Goal] = []
+    seen: set[str] = set()
     for p, case, hyp, _goal, ctx in obligations(bugs):
+        # the two parts share their hypotheses but in the loop's step and exit
+        key = f"{p} {case}" if case in ("loop step", "loop exit") else case
+        if key in seen:
+            continue
+        seen.add(key)
         if ctx is None:
             size = z3.Int("N")
             prefer: list[z3.BoolRef] = []

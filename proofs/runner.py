@@ -506,7 +506,7 @@ def counting_witness_row(
         "witness",
         "z3 induction",
         (),
-        f"N={n}: one model per obligation ({len(ws)}), pre-state decoded and checked, "
+        f"N={n}: one model per distinct hypothesis ({len(ws)}), pre-state decoded and checked, "
         "ghost sums equal to its counts",
         "witnessed" if not problems else "NOT-witnessed",
         sum(w.seconds for w in ws),
@@ -517,6 +517,10 @@ def counting_witness_row(
 def run_counting_mutants(
     timeout_ms: int, which: dict[str, tuple[str, tuple[str, ...]]] | None = None
 ) -> list[ObligationResult]:
+    """Each mutant must make its count's proof fail, the counterexample replayed on the
+    buggy spec; a refutation the replay does not confirm is asked again at z3 seeds 1..3
+    (the model z3 picks depends on the process's history, and some pick a state the spec
+    refuses the call on)."""
     rows = []
     for bug, (part, cases) in (COUNTING_MUTANTS if which is None else which).items():
         row = ObligationResult(
@@ -528,38 +532,56 @@ def run_counting_mutants(
             "",
             0.0,
         )
-        gs = counting.goals((part,), cases, frozenset([bug]), timeout_ms, refute=True)
-        if not any(g.status == "refuted" for g in gs):  # then every other case
-            gs += counting.goals((part,), None, frozenset([bug]), timeout_ms, refute=True)
-        row.seconds = sum(g.seconds for g in gs)
-        hit = next((g for g in gs if g.status == "refuted"), None)
-        if hit is None or hit.model is None or hit.ctx is None:
-            row.status = "NOT-refuted" if all(g.status == "proved" for g in gs) else "unknown"
-            rows.append(row)
-            continue
-        cfg, s, a, _g, _r = hit.ctx
-        mdl = hit.model
-        N = int(mdl.eval(cfg.dom.N, model_completion=True).as_long())
-        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
-        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
-        ps = decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
-        op = to_op(read_args(mdl, a), N)
-        row.trace = [f"case: {hit.case}", f"state: N={N} {ps.describe()}", repr(op)]
-        pre_bad = check_pool(ps)
-        w = BuggyWorld.from_state(bug, ps)
-        w.apply(op)
-        post_bad = [v for v in check_pool(w.pools[0]) if v.invariant == part]
-        if pre_bad:
-            row.status, row.replay = (
-                "NOT-confirmed",
-                f"decoded state already violates: {pre_bad[0]}",
+        for seed in range(4):
+            gs = counting.goals((part,), cases, frozenset([bug]), timeout_ms, True, seed)
+            if not any(g.status == "refuted" for g in gs):  # then every other case
+                gs += counting.goals((part,), None, frozenset([bug]), timeout_ms, True, seed)
+            row.seconds += sum(g.seconds for g in gs)
+            hit = next((g for g in gs if g.status == "refuted"), None)
+            if hit is None or hit.model is None or hit.ctx is None:
+                if not row.status:
+                    ok = all(g.status == "proved" for g in gs)
+                    row.status = "NOT-refuted" if ok else "unknown"
+                break
+            cfg, s, a, _g, _r = hit.ctx
+            row.trace, row.replay = _replay_step(bug, part, cfg, s, a, hit.model, (part,))
+            row.trace.insert(0, f"case: {hit.case}")
+            row.status = (
+                "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
             )
-        elif post_bad:
-            row.status, row.replay = "expected-refuted", f"confirmed: {post_bad[0]}"
-        else:
-            row.status, row.replay = "NOT-confirmed", "NOT confirmed by replay"
+            if row.status == "expected-refuted":
+                break
         rows.append(row)
     return rows
+
+
+def _replay_step(
+    bug: str,
+    rule: str,
+    cfg: Any,
+    s: Any,
+    a: Any,
+    mdl: z3.ModelRef,
+    invariants: tuple[str, ...] = (),
+) -> tuple[list[str], str]:
+    """The counterexample's pre-state and call, decoded; the call replayed on the buggy
+    spec. With ``invariants``: "confirmed" if it breaks one of them there; without: if
+    its result or state differs from the semantics' (:func:`_replay_ops`)."""
+    N = int(mdl.eval(cfg.dom.N, model_completion=True).as_long())
+    caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+    events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+    ps = decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+    op = to_op(read_args(mdl, a), N)
+    trace = [f"state: N={N} {ps.describe()}", repr(op)]
+    pre_bad = check_pool(ps)
+    if pre_bad:
+        return trace, f"decoded state already violates: {pre_bad[0]}"
+    w = world_class(bug).from_state(bug, ps)
+    if not invariants:
+        return trace, _replay_ops(w, rule, [op])
+    w.apply(op)
+    post_bad = [v for v in check_pool(w.pools[0]) if v.invariant in invariants]
+    return trace, (f"confirmed: {post_bad[0]}" if post_bad else "NOT confirmed by replay")
 
 
 # -- the step rules for every N ----------------------------------------------------------------
@@ -647,36 +669,31 @@ def steprules_witness_row(
 def run_steprule_mutants(
     timeout_ms: int, which: dict[str, tuple[str, tuple[str, ...] | None]] | None = None
 ) -> list[ObligationResult]:
+    """Each rule's mutant must make its proof fail, the counterexample replayed on the
+    buggy spec (seeds 1..3 retried as in :func:`run_counting_mutants`)."""
     rows = []
     for bug, (rule, cases) in (STEPRULE_MUTANTS if which is None else which).items():
         row = ObligationResult(
             f"S and T => {rule} [{bug}]", "mutant", "z3 induction", (rule,), "every N>=1", "", 0.0
         )
-        gs = steprules.goals((rule,), cases, frozenset([bug]), timeout_ms, refute=True)
-        if cases is not None and not any(g.status == "refuted" for g in gs):
-            gs += steprules.goals((rule,), None, frozenset([bug]), timeout_ms, refute=True)
-        row.seconds = sum(g.seconds for g in gs)
-        hit = next((g for g in gs if g.status == "refuted"), None)
-        if hit is None or hit.model is None:
-            row.status = "NOT-refuted" if all(g.status == "proved" for g in gs) else "unknown"
-            rows.append(row)
-            continue
-        cfg, s, a, _r = hit.ctx
-        mdl = hit.model
-        N = int(mdl.eval(cfg.dom.N, model_completion=True).as_long())
-        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
-        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
-        ps = decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
-        op = to_op(read_args(mdl, a), N)
-        row.trace = [f"state: N={N} {ps.describe()}", repr(op)]
-        pre_bad = check_pool(ps)
-        if pre_bad:
-            row.status, row.replay = "NOT-confirmed", f"decoded state breaks {pre_bad[0]}"
-        else:
-            row.replay = _replay_ops(world_class(bug).from_state(bug, ps), rule, [op])
+        for seed in range(4):
+            gs = steprules.goals((rule,), cases, frozenset([bug]), timeout_ms, True, seed)
+            if cases is not None and not any(g.status == "refuted" for g in gs):
+                gs += steprules.goals((rule,), None, frozenset([bug]), timeout_ms, True, seed)
+            row.seconds += sum(g.seconds for g in gs)
+            hit = next((g for g in gs if g.status == "refuted"), None)
+            if hit is None or hit.model is None:
+                if not row.status:
+                    ok = all(g.status == "proved" for g in gs)
+                    row.status = "NOT-refuted" if ok else "unknown"
+                break
+            cfg, s, a, _r = hit.ctx
+            row.trace, row.replay = _replay_step(bug, rule, cfg, s, a, hit.model)
             row.status = (
                 "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
             )
+            if row.status == "expected-refuted":
+                break
         rows.append(row)
     return rows
 

@@ -245,6 +245,7 @@ def goals(
     bugs: frozenset[str] = frozenset(),
     timeout_ms: int = 60000,
     refute: bool = False,
+    seed: int = 0,
 ) -> list[Goal]:
     """Each obligation proved (with ``refute``: stop at the first refutation; N <= 6 then,
     to keep a counterexample small enough to decode)."""
@@ -254,7 +255,7 @@ def goals(
             continue
         extra = [ctx[0].dom.N <= 6] if refute else []
         with named(f"every-N rule: {rule} / {case}"):
-            status, dt, m = isolated_check([*hyp, *extra], goal, timeout_ms)
+            status, dt, m = isolated_check([*hyp, *extra], goal, timeout_ms, seed)
         out.append(Goal(rule, case, status, dt, m, ctx))
         if refute and status == "refuted":
             break

@@ -204,11 +204,15 @@ def obligations(
     goals["RES-NUMFREE"] = z3.Implies(
         a.kind == OPK["GetNumFreeBlocks"], r.value == z3.Select(Fr, N)
     )
-    # RES-RESET goes through a stepping stone (proved from S first, below): with the
-    # queue short of N-1, the block at position L is in use (asked directly, z3 did not
-    # find that instance of PERM within 30 s)
+    # RES-RESET goes through two stepping stones (each proved from S first, below): with
+    # the queue short of N-1, the block at position L is in use; a block is free iff its
+    # position is below L (asked directly, z3 did not find those instances of PERM within
+    # 30 s, and with the first stone alone it went unknown at 60 s in one process)
     ql = d.sel(s.q, L)
-    stone = z3.Implies(L < N - 1, z3.And(ql >= 1, ql < N, d.sel(s.ref, ql) > 0))
+    stones = [
+        z3.Implies(L < N - 1, z3.And(ql >= 1, ql < N, d.sel(s.ref, ql) > 0)),
+        d.forall(1, N, lambda blk: (d.sel(s.ref, blk) == 0) == (d.sel(s.pos, blk) < L)),
+    ]
     ctx = (cfg, s, a, r)
     out: list[tuple[str, str, list[z3.BoolRef], z3.BoolRef, Any]] = []
     for rule, ops in RULES.items():
@@ -217,8 +221,14 @@ def obligations(
             if rule == "RES-NUMFREE":
                 hyp += [*sums, conserve, ident]
             if rule == "RES-RESET":
-                out.append((rule, "stepping stone", hyp, stone, ctx))
-                hyp = [*hyp, stone]
+                for k, stone in enumerate(stones):
+                    out.append((rule, f"stepping stone {k + 1}", hyp, stone, ctx))
+                hyp = [*hyp, *stones]
+                # one query per direction of the "iff"
+                (lhs, rhs) = goals[rule].arg(1).children()
+                out.append((rule, f"{op} (if)", hyp, z3.Implies(lhs, rhs), ctx))
+                out.append((rule, f"{op} (only if)", hyp, z3.Implies(rhs, lhs), ctx))
+                continue
             out.append((rule, op, hyp, goals[rule], ctx))
     # the identity free(i) + in_use(i) == i - 1 on 1..N, by induction over i
     ii = z3.Int("s_i")

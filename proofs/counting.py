@@ -132,11 +132,13 @@ def fresh_ghost(name: str) -> Ghost:
     )
 
 
-def _setup(bugs: frozenset[str], M: int = 2) -> tuple[Config, State, Any, State, Any]:
+def _setup(
+    bugs: frozenset[str], K: int = 2, W: int = 2, M: int = 2
+) -> tuple[Config, State, Any, State, Any]:
     cfg = Config(
         Unbounded(),
-        K=2,
-        W=2,
+        K=K,
+        W=W,
         M=M,
         caching=z3.Bool("caching"),
         events=z3.Bool("events"),
@@ -180,14 +182,19 @@ def _solve(
 
 
 def obligations(
-    bugs: frozenset[str] = frozenset(),
+    bugs: frozenset[str] = frozenset(), kwm: tuple[int, int, int] = (2, 2, 2)
 ) -> list[tuple[str, str, list[z3.BoolRef], z3.BoolRef, Any]]:
     """Every obligation as (part, case, hypotheses, goal, (cfg, s, a)) -- the init case
     has no pre-state (``s`` is None)."""
     out: list[tuple[str, str, list[z3.BoolRef], z3.BoolRef, Any]] = []
     # init
     cfg0 = Config(
-        Unbounded(), K=2, W=2, caching=z3.Bool("caching"), events=z3.Bool("events"), bugs=bugs
+        Unbounded(),
+        K=kwm[0],
+        W=kwm[1],
+        caching=z3.Bool("caching"),
+        events=z3.Bool("events"),
+        bugs=bugs,
     )
     s0 = initial(cfg0)
     i0 = z3.Int("i0")
@@ -196,7 +203,7 @@ def obligations(
     for p in PARTS:
         out.append((p, "init", [cfg0.dom.N >= 1], inv0[p], None))
 
-    cfg, s, a, t, r = _setup(bugs)
+    cfg, s, a, t, r = _setup(bugs, *kwm)
     d = cfg.dom
     N = d.N
     S = props.strong(cfg, s)
@@ -287,10 +294,11 @@ def goals(
     timeout_ms: int = 60000,
     refute: bool = False,
     seed: int = 0,
+    kwm: tuple[int, int, int] = (2, 2, 2),
 ) -> list[Goal]:
     """Each obligation proved (or, with ``refute``, the first refutation, then stop)."""
     out: list[Goal] = []
-    for p, case, hyp, goal, ctx in obligations(bugs):
+    for p, case, hyp, goal, ctx in obligations(bugs, kwm):
         if p not in parts or (cases is not None and case not in cases):
             continue
         N = ctx[0].dom.N if ctx is not None else z3.Int("N")

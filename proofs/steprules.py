@@ -86,14 +86,14 @@ def _count(xs: list[Any]) -> Any:
 
 
 def obligations(
-    bugs: frozenset[str] = frozenset(),
+    bugs: frozenset[str] = frozenset(), kwm: tuple[int, int, int] = (2, 2, 2)
 ) -> list[tuple[str, str, list[z3.BoolRef], z3.BoolRef, Any]]:
     """Every obligation as (rule, case, hypotheses, goal, (cfg, s, a, r))."""
     cfg = Config(
         Unbounded(),
-        K=2,
-        W=2,
-        M=2,
+        K=kwm[0],
+        W=kwm[1],
+        M=kwm[2],
         caching=z3.Bool("caching"),
         events=z3.Bool("events"),
         bugs=bugs,
@@ -256,11 +256,12 @@ def goals(
     timeout_ms: int = 60000,
     refute: bool = False,
     seed: int = 0,
+    kwm: tuple[int, int, int] = (2, 2, 2),
 ) -> list[Goal]:
     """Each obligation proved (with ``refute``: stop at the first refutation; N <= 6 then,
     to keep a counterexample small enough to decode)."""
     out: list[Goal] = []
-    for rule, case, hyp, goal, ctx in obligations(bugs):
+    for rule, case, hyp, goal, ctx in obligations(bugs, kwm):
         if (rules is not None and rule not in rules) or (cases is not None and case not in cases):
             continue
         extra = [ctx[0].dom.N <= 6] if refute else []

@@ -107,6 +107,34 @@ def test_the_counting_hypotheses_have_witnesses_and_a_vacuous_one_is_caught() ->
     assert "hypothesis unsat" in bad.replay
 
 
+def test_the_every_n_counts_and_rules_run_after_the_other_every_n_queries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+
+    def stub(name: str) -> object:
+        return lambda *a, **k: calls.append(name) or []
+
+    for name in ("run_bmc", "run_induction", "run_bmc_mutants", "run_induction_mutants"):
+        monkeypatch.setattr(runner, name, stub(name))
+    monkeypatch.setattr(
+        runner,
+        "cvc5_recorded_row",
+        lambda *a, **k: (
+            calls.append("cvc5")
+            or ObligationResult("c", "second solver", "cvc5", (), "", "agree", 0.0)
+        ),
+    )
+    monkeypatch.setattr(
+        runner,
+        "run_every_n_counts_and_rules",
+        lambda t, cvc5: calls.append(f"counts and rules, cvc5={cvc5}") or [],
+    )
+    runner.run("default", part="bmc-induction")
+    assert calls[-1] == "counts and rules, cvc5=True"
+    assert calls.index("run_induction_mutants") < len(calls) - 1
+
+
 # -- the step rules for every N ---------------------------------------------------------------
 
 

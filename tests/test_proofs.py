@@ -174,6 +174,23 @@ def test_a_rule_mutant_fails_its_every_n_proof_and_replays(mutant: str) -> None:
     assert row.replay.startswith("confirmed")
 
 
+def test_an_unknown_mutant_query_is_asked_again_at_other_seeds_and_stays_a_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.proofs import steprules
+
+    seeds: list[int] = []
+
+    def unknown(*args: object) -> list[steprules.Goal]:
+        seeds.append(int(args[5]))  # type: ignore[call-overload]
+        return [steprules.Goal("ORD-UNPIN", "UnpinBlocks", "unknown", 0.0)]
+
+    monkeypatch.setattr(steprules, "goals", unknown)
+    (row,) = runner.run_steprule_mutants(1000, {"unpin-reversed": ("ORD-UNPIN", None)})
+    assert row.status == "unknown" and not row.ok
+    assert sorted(set(seeds)) == [0, 1, 2, 3]
+
+
 def test_every_rule_mutant_breaks_a_rule_and_every_proved_rule_has_one() -> None:
     from kvpool.proofs import steprules
 

@@ -14,6 +14,7 @@ from kvpool.spec import INVARIANTS, Op, World, check_pool
 from . import (
     bmc,
     differential,
+    eventseq,
     fixedn,
     induction,
     listreplay,
@@ -42,6 +43,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": False,
         "spacer": (),
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
+        # the event log as a sequence and the watchers' firing point (eventseq.py)
+        "eventseq": (1, 2, 3),
+        "eventseq_mutants": ("event-out-of-order", "fire-before-detach"),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
         "ind_timeout": 60000,
         "diff": 300,
@@ -61,6 +65,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": True,
         "spacer": (),
         "fixedn_mutants": None,
+        # N=1..5: about 15 s in all; N=6 about 18 s alone, N=8 unknown at 60 s (deep)
+        "eventseq": (1, 2, 3, 4, 5),
+        "eventseq_mutants": None,
         "ind_timeout": 60000,
         "diff": 1200,
         "diff_mutants": True,
@@ -75,6 +82,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": True,
         "spacer": (3, 4, 5, 6),
         "fixedn_mutants": None,
+        "eventseq": (1, 2, 3, 4, 5, 6, 7),
+        "eventseq_mutants": None,
         "ind_timeout": 120000,
         "diff": 3000,
         "diff_mutants": True,
@@ -440,6 +449,16 @@ _FIXEDN_STEP_RULES = (
     "RES-NUMFREE",
 )
 FIXEDN_TECHNIQUE = "z3 induction (fixed N)"
+
+
+def run_eventseq(
+    ns: tuple[int, ...], timeout_ms: int, mutants: tuple[str, ...] | None
+) -> list[ObligationResult]:
+    """The event log as a sequence and the watchers' firing point, proved for every k at
+    each N of ``ns``; their mutants refuted at N=3 and replayed (:mod:`.eventseq`)."""
+    rows = [ObligationResult(**r) for r in eventseq.rows(ns, timeout_ms)]
+    rows += [ObligationResult(**r) for r in eventseq.mutant_rows(3, timeout_ms // 2, mutants)]
+    return rows
 
 
 def run_spacer(ns: tuple[int, ...], timeout_ms: int) -> list[ObligationResult]:
@@ -947,6 +966,7 @@ def run(
         if top > 4:
             # the largest N's proof, split as it is proved, refutes a mutant too
             rows += run_fixedn_mutants(top, ("lifo-handout",), ("ORD-HANDOUT",), split=True)
+        rows += run_eventseq(p["eventseq"], p["fixedn_timeout"], p["eventseq_mutants"])
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], 300000)
     return rows

@@ -401,10 +401,25 @@ def _fold(cfg: Config, k: int, acc: BoolT, h: Any) -> BoolT:
         return acc
     ev = event_sort(cfg.M)
     a, e = z3.Bool("acc!"), z3.Const("ev!", ev)
-    # (simplified once here: fixedn's cases simplify their goals, and a goal's fold must be
-    # the very term of the hypothesis's, not one with an equal but rewritten function)
-    f = z3.simplify(z3.Lambda([a, e], _apply(cfg, k, a, e)))
-    return z3.SeqFoldLeft(f, acc, h)
+    # The folded function is a named function applied, not its body: fixedn's cases
+    # simplify their goals, and a goal's fold must stay the very term of the hypothesis's
+    # (a lambda's body may be rewritten by simplify, differently as term ids differ, and
+    # two folds of equal but distinct functions need induction to be shown equal).
+    return z3.SeqFoldLeft(z3.Lambda([a, e], _step_fn(cfg, k)(a, e)), acc, h)
+
+
+_STEP_FNS: dict[tuple[int, int], Any] = {}
+
+
+def _step_fn(cfg: Config, k: int) -> Any:
+    """``apply_event`` for key ``k``, as a z3 function defined once (per M and k)."""
+    if (cfg.M, k) not in _STEP_FNS:
+        ev = event_sort(cfg.M)
+        f = z3.RecFunction(f"replay{cfg.M}_{k}", z3.BoolSort(), ev, z3.BoolSort())
+        a, e = z3.Bool("acc!"), z3.Const("ev!", ev)
+        z3.RecAddDefinition(f, [a, e], _apply(cfg, k, a, e))
+        _STEP_FNS[cfg.M, k] = f
+    return _STEP_FNS[cfg.M, k]
 
 
 def log_push(cfg: Config, s: State, c: BoolT, e: Any) -> State:

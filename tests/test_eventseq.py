@@ -53,3 +53,41 @@ def test_the_differential_compares_the_logs_contents_and_order() -> None:
     mism = D.compare_step(bad, ps, c)  # type: ignore[arg-type]
     assert mism is not None
     assert "BlockStored(keys=('k2',)" in str(mism)
+
+
+def test_the_dashboard_names_them_and_a_failed_one_is_red() -> None:
+    from kvpool import verify
+    from kvpool.proofs.runner import FIXEDN_TECHNIQUE, ObligationResult
+
+    ok = ObligationResult(
+        "FIRE-POINT",
+        "fixed-N",
+        FIXEDN_TECHNIQUE,
+        ("WATCH-FIRE",),
+        f"{eventseq.bounds(3)} (12 cases): {eventseq.label(3)}",
+        "proved",
+        0.1,
+    )
+    mut = ObligationResult(
+        "FIRE-POINT [fire-before-detach]",
+        "mutant",
+        FIXEDN_TECHNIQUE,
+        ("WATCH-FIRE",),
+        eventseq.bounds(3),
+        "expected-refuted",
+        0.1,
+    )
+    (check,) = [c for c in verify.proof_checks([ok, mut]) if c.technique == FIXEDN_TECHNIQUE]
+    assert check.ok and check.caught == {"encoding:fire-before-detach": True}
+    assert check.cells["WATCH-FIRE"].status == "proved every k"
+    failed = ObligationResult(
+        "FIRE-POINT",
+        "fixed-N",
+        FIXEDN_TECHNIQUE,
+        ("WATCH-FIRE",),
+        eventseq.bounds(3),
+        "unknown",
+        1.0,
+    )
+    (check,) = [c for c in verify.proof_checks([failed]) if c.technique == FIXEDN_TECHNIQUE]
+    assert not check.ok and check.cells["WATCH-FIRE"].status == "failed"

@@ -91,3 +91,12 @@ def test_the_dashboard_names_them_and_a_failed_one_is_red() -> None:
     )
     (check,) = [c for c in verify.proof_checks([failed]) if c.technique == FIXEDN_TECHNIQUE]
     assert not check.ok and check.cells["WATCH-FIRE"].status == "failed"
+
+
+def test_the_runner_runs_them() -> None:
+    from kvpool.proofs import runner
+
+    rows = runner.run_eventseq((2,), 60000, ("fire-mid-handout",))
+    assert [r.kind for r in rows] == ["fixed-N", "fixed-N", "fixed-N", "mutant"]
+    assert all(r.ok for r in rows), rows
+    assert runner.PROFILES["default"]["eventseq"] == (1, 2, 3, 4, 5)

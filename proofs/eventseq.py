@@ -31,7 +31,18 @@ import z3  # type: ignore[import-untyped]
 from kvpool.spec import Event, PoolState, World, check_pool
 
 from . import fixedn
-from .model import OPK, OPS, Config, State, isolated_checks
+from .model import (
+    OPK,
+    OPS,
+    Config,
+    State,
+    args_domain,
+    fresh_args,
+    int_sort,
+    isolated_checks,
+    iv,
+    transition,
+)
 from .trace import decode_events, decode_state
 
 TECHNIQUE = "z3 induction (fixed N)"
@@ -135,6 +146,88 @@ def rows(ns: tuple[int, ...], timeout_ms: int) -> list[dict[str, Any]]:
                     replay="; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad),
                 )
             )
+    return out
+
+
+def nested_goals(
+    n: int, timeout_ms: int, bugs: frozenset[str] = frozenset(), ops: tuple[str, ...] = OPS
+) -> list[fixedn.Goal]:
+    """NESTED-STEP at N=n: from a state satisfying H, a call of each kind in ``ops`` whose
+    watchers fire, and any call nested in a watcher (applied to the firing point),
+    leave a state satisfying H, and the nested call fires none of the outer call's
+    watchers again. One case per (outer kind, nested kind), split into conjuncts; an
+    outer kind for which "some watcher fires" simplifies to false (every kind but
+    GetNewBlocks and ResetPrefixCache) has nothing nested in it, and no case.
+
+    This is the first link of FIRE-POINT's argument asked of z3 directly (two calls
+    composed, the second inside the first's firing), a cross-check at small N."""
+    with int_sort(None):
+        st = fixedn.build(n, bugs=bugs, seq=True)
+        cfg = st.cfg
+        a2 = fresh_args(cfg, "nested")
+        assert st.r.at_fire is not None  # (transition always sets it)
+        t2, r2 = transition(cfg, st.r.at_fire, a2)
+        size = cfg.dom.n  # type: ignore[attr-defined]
+        fires = z3.Or([cfg.dom.sel(f, b) for f in st.r.fire for b in range(size)])
+        again = [
+            z3.Implies(cfg.dom.sel(f, b), z3.Not(cfg.dom.sel(f2, b)))
+            for f, f2 in zip(st.r.fire, r2.fire, strict=True)
+            for b in range(size)
+        ]
+        goal = z3.Implies(fires, z3.And([*fixedn.state_obligations(cfg, t2).values(), *again]))
+        dom2 = args_domain(cfg, a2)
+    out = []
+    for op in ops:
+        if z3.is_false(z3.simplify(z3.substitute(fires, (st.a.kind, iv(OPK[op]))))):
+            continue  # a call of this kind fires no watcher: nothing runs nested in it
+        for op2 in OPS:
+            kinds = [(st.a.kind, iv(OPK[op])), (a2.kind, iv(OPK[op2]))]
+            base = [
+                z3.simplify(z3.substitute(st.domain, *kinds)),
+                st.a.kind == OPK[op],
+                *st.hyp.values(),
+                z3.simplify(z3.substitute(dom2, *kinds)),
+                a2.kind == OPK[op2],
+            ]
+            parts = fixedn.conjuncts(z3.simplify(z3.substitute(goal, *kinds)))
+            answers = isolated_checks(base, parts, timeout_ms)
+            g = fixedn.Goal("NESTED-STEP", "step", "proved", 0.0, None, [], f"{op}/{op2}")
+            for part, (status, dt, m) in zip(parts, answers, strict=False):
+                g.seconds += dt
+                g.queries.append([*base, z3.Not(part)])
+                if status != "proved":
+                    g.status, g.model = status, m
+            g.query = g.queries[-1] if g.queries else []
+            out.append(g)
+            if g.status != "proved":
+                return out
+    return out
+
+
+def nested_rows(ns: tuple[int, ...], timeout_ms: int) -> list[dict[str, Any]]:
+    """NESTED-STEP at each N of ``ns`` (``runner.ObligationResult(**row)`` rows)."""
+    out: list[dict[str, Any]] = []
+    for n in ns:
+        gs = nested_goals(n, timeout_ms)
+        bad = [g for g in gs if g.status != "proved"]
+        status = (
+            "proved"
+            if not bad
+            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
+        )
+        out.append(
+            dict(
+                obligation="NESTED-STEP",
+                kind="fixed-N",
+                technique=TECHNIQUE,
+                invariants=("WATCH-FIRE",),
+                bounds=f"{bounds(n)} ({len(gs)} cases: a call nested in a firing): "
+                + (label(n) if status == "proved" else "not proved"),
+                status=status,
+                seconds=sum(g.seconds for g in gs),
+                replay="; ".join(f"{g.op} ({g.status})" for g in bad[:3]),
+            )
+        )
     return out
 
 

@@ -96,7 +96,16 @@ def test_the_dashboard_names_them_and_a_failed_one_is_red() -> None:
 def test_the_runner_runs_them() -> None:
     from kvpool.proofs import runner
 
-    rows = runner.run_eventseq((2,), 60000, ("fire-mid-handout",))
-    assert [r.kind for r in rows] == ["fixed-N", "fixed-N", "fixed-N", "mutant"]
+    rows = runner.run_eventseq((2,), 60000, ("fire-mid-handout",), nested=(1,))
+    assert [r.kind for r in rows] == ["fixed-N"] * 4 + ["mutant"]
     assert all(r.ok for r in rows), rows
     assert runner.PROFILES["default"]["eventseq"] == (1, 2, 3, 4, 5)
+
+
+def test_a_call_nested_in_a_firing_keeps_every_invariant() -> None:
+    (row,) = eventseq.nested_rows((2,), 60000)
+    assert row["status"] == "proved", row
+    # a watcher that runs before the handed-out blocks get ref_cnt 1: a nested
+    # get_new_blocks on that state breaks an invariant
+    gs = eventseq.nested_goals(3, 60000, frozenset(["fire-mid-handout"]), ("GetNewBlocks",))
+    assert gs[-1].status == "refuted"

@@ -322,6 +322,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         "second solver": Check("cvc5 re-checks z3's proofs (SMT-LIB 2)", None, True, "", 0.0),
     }
     fixed_ns: dict[str, list[int]] = {}
+    fixed_seq: dict[str, list[int]] = {}
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     for r in rows:
@@ -389,9 +390,17 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             if cell is not None and cell.status == "failed":
                 continue
             if r.kind == "fixed-N":
-                fixed_ns.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
-                ns = sorted(fixed_ns[inv])
-                check.cells[inv] = Cell("proved every k", f"N={ns[0]}..{ns[-1]}")
+                # (eventseq's rows -- the log as a sequence, the firing point -- reach
+                # their own N: named apart in the cell)
+                seq = "event log a sequence" in r.bounds
+                by_n = fixed_seq if seq else fixed_ns
+                by_n.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
+                ns, sq = sorted(fixed_ns.get(inv, [])), sorted(fixed_seq.get(inv, []))
+                detail = ", ".join(
+                    ([f"N={ns[0]}..{ns[-1]}"] if ns else [])
+                    + ([f"as a sequence/firing point N={sq[0]}..{sq[-1]}"] if sq else [])
+                )
+                check.cells[inv] = Cell("proved every k", detail)
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
                     check.cells[inv] = Cell("proved every N", "every N")

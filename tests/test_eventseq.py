@@ -80,6 +80,7 @@ def test_the_dashboard_names_them_and_a_failed_one_is_red() -> None:
     (check,) = [c for c in verify.proof_checks([ok, mut]) if c.technique == FIXEDN_TECHNIQUE]
     assert check.ok and check.caught == {"encoding:fire-before-detach": True}
     assert check.cells["WATCH-FIRE"].status == "proved every k"
+    assert check.cells["WATCH-FIRE"].detail == "as a sequence/firing point N=3..3"
     failed = ObligationResult(
         "FIRE-POINT",
         "fixed-N",

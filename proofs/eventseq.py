@@ -16,6 +16,9 @@ many ``take_events`` has returned) and proves, for every k at each N it is run a
   satisfying the hypothesis), nested calls keep every invariant at any depth, and none
   of them can fire the outer call's watchers a second time.
 
+``NESTED-STEP`` (:func:`nested_goals`) asks the first link of that argument directly:
+a firing call and a call nested in one of its watchers, composed in one query.
+
 Each is refuted on its seeded mutants (:data:`SEQ_MUTANTS`), and each refutation is
 replayed on the spec: the decoded call's log differs from the buggy encoding's, or the
 decoded firing point breaks a spec invariant or still holds a watcher that fired.
@@ -278,7 +281,9 @@ def confirm(st: fixedn.Step, bug: str, m: z3.ModelRef) -> str:
     return "not confirmed: the firing point is consistent"
 
 
-def mutant_rows(n: int, timeout_ms: int, which: tuple[str, ...] | None = None) -> list[dict]:  # type: ignore[type-arg]
+def mutant_rows(
+    n: int, timeout_ms: int, which: tuple[str, ...] | None = None
+) -> list[dict[str, Any]]:
     """Each mutant of :data:`SEQ_MUTANTS` refuted by its goal's step at N=n, replayed."""
     out: list[dict[str, Any]] = []
     for bug, (goal, op, _) in SEQ_MUTANTS.items():

@@ -317,6 +317,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     """The proofs runner's rows as checks: one per technique, and the extras
     (differential, witnesses, second solver) that fill no column."""
     from kvpool.proofs import runner as proofs
+    from kvpool.proofs.eventseq import SEQ_MUTANTS
 
     checks: dict[str, Check] = {}
     for technique in (
@@ -334,6 +335,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     }
     fixed_ns: dict[str, list[int]] = {}
     scope: dict[str, list[str]] = {}
+    fixed_seq: dict[str, list[int]] = {}
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     for r in rows:
@@ -385,9 +387,11 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                     check.ok = False
                     check.summary += f" NOT refuted: {name} ({r.status})"
                 continue
-            check.caught[f"spec:{name}"] = check.caught.get(f"spec:{name}", False) or r.ok
+            # (the event-log and firing-point mutants exist in the encoding only)
+            key = f"encoding:{name}" if name in SEQ_MUTANTS else f"spec:{name}"
+            check.caught[key] = check.caught.get(key, False) or r.ok
             if r.ok:
-                check.evidence.setdefault(f"spec:{name}", ", ".join(r.invariants))
+                check.evidence.setdefault(key, ", ".join(r.invariants))
             if not r.ok:
                 check.ok = False
             continue
@@ -402,9 +406,17 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             if cell is not None and cell.status == "failed":
                 continue
             if r.kind == "fixed-N":
-                fixed_ns.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
-                ns = sorted(fixed_ns[inv])
-                check.cells[inv] = Cell("proved every k", f"N={ns[0]}..{ns[-1]}")
+                # (eventseq's rows -- the log as a sequence, the firing point -- reach
+                # their own N: named apart in the cell)
+                seq = "event log a sequence" in r.bounds
+                by_n = fixed_seq if seq else fixed_ns
+                by_n.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
+                ns, sq = sorted(fixed_ns.get(inv, [])), sorted(fixed_seq.get(inv, []))
+                detail = ", ".join(
+                    ([f"N={ns[0]}..{ns[-1]}"] if ns else [])
+                    + ([f"as a sequence/firing point N={sq[0]}..{sq[-1]}"] if sq else [])
+                )
+                check.cells[inv] = Cell("proved every k", detail)
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
                     check.cells[inv] = Cell("proved every N", "every N")

@@ -15,6 +15,7 @@ from . import (
     bmc,
     counting,
     differential,
+    eventseq,
     fixedn,
     induction,
     listreplay,
@@ -44,6 +45,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": False,
         "spacer": (),
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
+        # the event log as a sequence and the watchers' firing point (eventseq.py)
+        "eventseq": (1, 2, 3),
+        "eventseq_nested": (2,),
+        "eventseq_mutants": ("event-out-of-order", "fire-before-detach"),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
         "ind_timeout": 60000,
         "diff": 300,
@@ -63,6 +68,12 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": True,
         "spacer": (),
         "fixedn_mutants": None,
+        # N=1..5: about 15 s in all; N=6 about 18 s alone, N=8 unknown at 60 s (deep)
+        "eventseq": (1, 2, 3, 4, 5),
+        # NESTED-STEP (a call nested in a firing, composed): 4-6 s per N, over the ~15 s
+        # this profile's budget gave the event log; in "fast" and "deep"
+        "eventseq_nested": (),
+        "eventseq_mutants": None,
         "ind_timeout": 60000,
         "diff": 1200,
         "diff_mutants": True,
@@ -77,6 +88,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": True,
         "spacer": (3, 4, 5, 6),
         "fixedn_mutants": None,
+        "eventseq": (1, 2, 3, 4, 5, 6, 7),
+        "eventseq_nested": (1, 2, 3, 4),
+        "eventseq_mutants": None,
         "ind_timeout": 120000,
         "diff": 3000,
         "diff_mutants": True,
@@ -732,6 +746,21 @@ _FIXEDN_STEP_RULES = (
 FIXEDN_TECHNIQUE = "z3 induction (fixed N)"
 
 
+def run_eventseq(
+    ns: tuple[int, ...],
+    timeout_ms: int,
+    mutants: tuple[str, ...] | None,
+    nested: tuple[int, ...] = (),
+) -> list[ObligationResult]:
+    """The event log as a sequence and the watchers' firing point, proved for every k at
+    each N of ``ns``, a call nested in a firing at each N of ``nested``; the mutants
+    refuted at N=3 and replayed (:mod:`.eventseq`)."""
+    rows = [ObligationResult(**r) for r in eventseq.rows(ns, timeout_ms)]
+    rows += [ObligationResult(**r) for r in eventseq.nested_rows(nested, timeout_ms)]
+    rows += [ObligationResult(**r) for r in eventseq.mutant_rows(3, timeout_ms // 2, mutants)]
+    return rows
+
+
 def run_spacer(ns: tuple[int, ...], timeout_ms: int) -> list[ObligationResult]:
     """Spacer, no hand lemma: every literal INV-* and RANK-BOUNDS, one query per N, and a
     mutant (touch-no-remove) that it must refute."""
@@ -1238,6 +1267,9 @@ def run(
         if top > 4:
             # the largest N's proof, split as it is proved, refutes a mutant too
             rows += run_fixedn_mutants(top, ("lifo-handout",), ("ORD-HANDOUT",), split=True)
+        rows += run_eventseq(
+            p["eventseq"], p["fixedn_timeout"], p["eventseq_mutants"], p["eventseq_nested"]
+        )
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], 300000)
     return rows

@@ -111,8 +111,20 @@ _MARK = {
 
 EVERY_N_LEMMAS = ("INV-REF", "INV-FREE", "INV-NULL", "INV-CACHE", "INV-EVENTS")
 """The invariants z3's every-N induction reaches in the spec's own words (a lemma
-``S => INV-X`` is proved for each). INV-CONSERVE and INV-WATCH count blocks: their
-strengthenings (PERM, WATCH-PER-BLOCK) are proved for every N, the sum is on paper."""
+``S => INV-X`` is proved for each)."""
+EVERY_N_OWN_ROW = (
+    "INV-CONSERVE",
+    "INV-WATCH",
+    "ORD-HANDOUT",
+    "ORD-RELEASE",
+    "ORD-UNPIN",
+    "WATCH-FIRE",
+    "ERR-ATOMIC",
+)
+"""Proved for every N by a row that names that row alone: the invariants that count
+blocks (their sums carried as ghost arrays defined by their recurrence,
+``proofs/counting.py``) and the step rules (``proofs/steprules.py``). A row of the
+counting invariants' strengthenings (PERM, WATCH-PER-BLOCK) alone leaves them partial."""
 
 
 @dataclass
@@ -317,6 +329,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     """The proofs runner's rows as checks: one per technique, and the extras
     (differential, witnesses, second solver) that fill no column."""
     from kvpool.proofs import runner as proofs
+    from kvpool.proofs.eventseq import SEQ_MUTANTS
 
     checks: dict[str, Check] = {}
     for technique in (
@@ -333,6 +346,9 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         "second solver": Check("cvc5 re-checks z3's proofs (SMT-LIB 2)", None, True, "", 0.0),
     }
     fixed_ns: dict[str, list[int]] = {}
+    scope: dict[str, list[str]] = {}
+    fixed_seq: dict[str, list[int]] = {}
+    spacer_ns: dict[str, list[int]] = {}
     spacer_asked: dict[int, dict[str, bool]] = {}  # N -> obligation -> proved
     spacer_bad: list[str] = []
     n_methods: dict[bool, int] = {}
@@ -369,6 +385,9 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         check = checks.get(r.technique)
         if check is None:
             continue
+        if r.kind == "scope":  # a rule the technique does not state, and why
+            scope.setdefault(r.technique, []).append(f"{r.invariants[0]}: {r.status}")
+            continue
         check.seconds += r.seconds
         if r.kind == "spacer":  # counted by obligation: RES-* and RANK-BOUNDS have no row
             at_n = spacer_asked.setdefault(int(r.bounds.split(",")[0].split("=")[1]), {})
@@ -392,9 +411,11 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                     check.ok = False
                     check.summary += f" NOT refuted: {name} ({r.status})"
                 continue
-            check.caught[f"spec:{name}"] = check.caught.get(f"spec:{name}", False) or r.ok
+            # (the event-log and firing-point mutants exist in the encoding only)
+            key = f"encoding:{name}" if name in SEQ_MUTANTS else f"spec:{name}"
+            check.caught[key] = check.caught.get(key, False) or r.ok
             if r.ok:
-                check.evidence.setdefault(f"spec:{name}", ", ".join(r.invariants))
+                check.evidence.setdefault(key, ", ".join(r.invariants))
             if not r.ok:
                 check.ok = False
             continue
@@ -408,19 +429,31 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 continue
             if cell is not None and cell.status == "failed":
                 continue
-            if r.kind in ("fixed-N", "spacer"):
-                key = f"{r.kind}:{inv}"
-                fixed_ns.setdefault(key, []).append(int(r.bounds.split(",")[0].split("=")[1]))
-                ns = sorted(fixed_ns[key])
+            if r.kind == "fixed-N":
+                # (eventseq's rows -- the log as a sequence, the firing point -- reach
+                # their own N: named apart in the cell)
+                seq = "event log a sequence" in r.bounds
+                by_n = fixed_seq if seq else fixed_ns
+                by_n.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
+                ns, sq = sorted(fixed_ns.get(inv, [])), sorted(fixed_seq.get(inv, []))
+                detail = ", ".join(
+                    ([f"N={ns[0]}..{ns[-1]}"] if ns else [])
+                    + ([f"as a sequence/firing point N={sq[0]}..{sq[-1]}"] if sq else [])
+                )
+                check.cells[inv] = Cell("proved every k", detail)
+            elif r.kind == "spacer":  # the engine found its own invariant
+                spacer_ns.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
+                ns = sorted(spacer_ns[inv])
                 at = f"N={ns[0]}..{ns[-1]}" if len(ns) > 1 else f"N={ns[0]}"
-                if r.kind == "spacer":  # the engine found its own invariant
-                    at += f", {proofs.SPACER_LABEL}"
-                check.cells[inv] = Cell("proved every k", at)
+                check.cells[inv] = Cell("proved every k", f"{at}, {proofs.SPACER_LABEL}")
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
                     check.cells[inv] = Cell("proved every N", "every N")
-                else:
-                    check.cells[inv] = Cell("partial", "per-block/permutation form; sum on paper")
+                elif inv in EVERY_N_OWN_ROW and r.invariants == (inv,):
+                    how = "sums as ghost arrays" if inv.startswith("INV-") else "one step"
+                    check.cells[inv] = Cell("proved every N", f"every N, {how}")
+                elif cell is None or cell.status != "proved every N":
+                    check.cells[inv] = Cell("partial", "per-block/permutation form only")
             elif r.kind == "refinement" and r.technique == proofs.SOURCE_TECHNIQUE:
                 check.cells[inv] = Cell("proved every N", source_detail())
             elif r.kind == "refinement":
@@ -457,6 +490,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         check.summary = (
             f"{n_ok} rows {'proved' if check.technique != 'z3 BMC' else 'bounded'}, "
             f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"
+            + "".join(f"; {note}" for note in scope.get(check.technique or "", []))
         )
     if diff_catches:
         extra = extras["differential"]

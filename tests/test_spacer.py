@@ -128,3 +128,25 @@ def test_runner_rows_at_n2_fill_the_dashboard() -> None:
         "proved for every k at fixed N, Spacer, no hand lemma: N=2 16/16 obligations"
     )
     assert check.caught == {"spec:touch-no-remove": True, "spec:lifo-handout": True}
+
+
+def test_every_profile_asks_every_obligation_at_each_n_it_names() -> None:
+    # the docs and README say "every obligation at N = ...": each N's groups cover them all
+    for profile in runner.PROFILES.values():
+        asked: dict[int, set[str]] = {}
+        for n, names in profile["spacer"]:
+            assert set(names) <= set(spacer.OBLIGATIONS)
+            asked.setdefault(n, set()).update(names)
+        for n, names_at_n in asked.items():
+            assert names_at_n == set(spacer.OBLIGATIONS), n
+
+
+def test_the_spacer_part_runs_from_a_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(runner.PROFILES["fast"], "spacer", ((2, spacer.STATE_OBLIGATIONS),))
+    rows = runner.run("fast", "spacer")
+    assert [r.obligation for r in rows] == [
+        "every state obligation (Spacer, N=2)",
+        "INV-FREE [touch-no-remove]",
+        "ORD-HANDOUT [lifo-handout]",
+    ]
+    assert all(r.ok for r in rows)

@@ -210,3 +210,30 @@ def test_event_log_errata_are_told_apart_by_the_difference() -> None:
     assert log_erratum((a,), ()) is None  # a missing event is neither
     assert log_erratum((), (BlockStored(("a",)),)) is None  # an extra store is neither
     assert log_erratum((a,), (b,)) is None
+
+
+class UsageWrongAtThree(BlockPool):
+    """Seeded: ``get_usage`` is wrong only when exactly three blocks are in use."""
+
+    def get_usage(self) -> float:
+        used = self.num_gpu_blocks - 1 - super().get_num_free_blocks()
+        return 0.0 if used == 3 else super().get_usage()
+
+
+def test_patience_searches_fresh_examples_before_it_says_conforms() -> None:
+    """``patience``: a stage ends after that many searches in a row found nothing, each
+    on fresh examples; a bug one small search misses is found by a later one, and a
+    "conforms" says how many searches it rests on."""
+    tiny: dict[str, Any] = {"examples": 3, "steps": 4, "max_blocks": 6, "max_pools": 1}
+    ok = conform(as_target(BlockPool), "exact", patience=3, **tiny)
+    assert ok.conforms and ok.searches == 3
+    assert conform(as_target(BlockPool), "robust", patience=2, **tiny).searches == 4
+    target = as_target(UsageWrongAtThree)
+    small: dict[str, Any] = {"examples": 20, "steps": 8, "max_blocks": 6, "max_pools": 1}
+    once = conform(target, "exact", **small)
+    assert once.conforms and once.searches == 1  # the derandomized search misses it
+    patient = conform(target, "exact", patience=10, **small)
+    assert not patient.conforms and patient.findings[0].signature == USAGE
+    assert 1 < patient.searches < 10
+    with pytest.raises(ValueError):
+        conform(target, "exact", patience=0, **tiny)

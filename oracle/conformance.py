@@ -544,11 +544,13 @@ of the 20 measured, find one)."""
 def search_seed(seed: int | None, k: int) -> int | None:
     """The seed of a stage's ``k``-th search (``k`` = 0 the first).
 
-    The first search of each stage uses the run's seed (None: derandomized). ``--all``
-    searches again after each finding; with the same seed a search would make the same examples as
-    the one before, stopped at the same places by the difference it now accepts, and
-    find nothing new behind them. Each later search draws fresh examples from a seed
-    of its own, derived from the run's, so that a run is as reproducible as its seed.
+    The first search of each stage uses the run's seed (None: derandomized). A stage
+    searches again after a search that found nothing (``patience``) and, with
+    ``--all``, after each finding; with the same seed a search would make the same
+    examples as the one before (stopped, with ``--all``, at the same places by the
+    difference it now accepts) and find nothing new. Each later search draws fresh
+    examples from a seed of its own, derived from the run's, so that a run is as
+    reproducible as its seed.
     """
     if k == 0:
         return seed

@@ -175,7 +175,7 @@ def test_a_crash_on_bad_input_is_one_finding_whichever_exception() -> None:
     assert signature("target crashed", valid, GetNewBlocks(1)) == (
         "target crashed at GetNewBlocks (KeyError)"
     )
-    report = conform(as_target(CrashesOnBadCounts), "robust", keep_going=True, **SMALL)
+    report = conform(as_target(CrashesOnBadCounts), "robust", keep_going=True, patience=3, **SMALL)
     crashes = [d.signature for d in report.findings if d.rule == "target crashed"]
     assert crashes == ["target crashed at GetNewBlocks: spec InvalidArgument"], crashes
     for d in report.findings:

@@ -7,9 +7,11 @@ each, as a user would)::
 
     kvpool conform --target vllm==0.33.0 --level LEVEL --seed SEED --json FILE
 
-at the default budget, and records whether the first finding is a valid-use erratum
-of ``docs/errata.md`` (``unpin-one-watcher`` or ``removed-while-held``) or another
-trace of valid calls only, its signature, the process's CPU seconds and the search's
+at the default budget (200 examples of up to 30 calls per search, ``--patience 3``: a
+stage ends after 3 searches in a row found nothing), and records whether the first
+finding is a valid-use erratum of ``docs/errata.md`` (``unpin-one-watcher``,
+``removed-while-held`` or ``further-entries-unordered``) or another trace of valid
+calls only, its signature, the process's CPU seconds and the search's
 wall seconds (search and shrinking, from the report).
 """
 
@@ -96,7 +98,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         "Each seed is one run of `" + " ".join(command("LEVEL", 0))[:-1] + "SEED` "
-        "(default budget: 200 examples of up to 30 calls), one after the other. CPU "
+        "(default budget: searches of 200 examples of up to 30 calls, a stage ending after "
+        "3 searches in a row found nothing, `--patience 3`), one after the other. CPU "
         "seconds are the process's (start-up, search and shrinking); wall seconds are the "
         "report's (search and shrinking) and count other work on the machine too. A "
         "`robust` run searches the valid calls first, as `exact` does, so for a seed its "

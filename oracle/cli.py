@@ -25,7 +25,7 @@ from rich.table import Table
 from kvpool import __version__
 from kvpool.spec.state import PoolState, TraceError
 
-from .conformance import conform
+from .conformance import PATIENCE, conform
 from .exits import BAD_INPUT, CONFORMS, INTERRUPTED, ORACLE_ERROR, VIOLATION, BadInput
 from .files import DEFAULT_LIMITS, LOG_LIMITS, Limits, load_trace
 from .machine import format_outcome
@@ -283,6 +283,14 @@ def main() -> None:
     "docs/errata.md (e.g. unpin-one-watcher), a rule (e.g. INV-EVENTS) or a signature "
     "as --all prints it",
 )
+@click.option(
+    "--patience",
+    type=click.IntRange(1),
+    default=PATIENCE,
+    show_default=True,
+    help="searches in a row (each of --examples fresh examples) that must find nothing "
+    "(new) before a stage of the search ends",
+)
 @_call_timeout_option()
 def conform_cmd(
     target_name: str,
@@ -300,6 +308,7 @@ def conform_cmd(
     spec_coverage: bool,
     keep_going: bool,
     allow: tuple[str, ...],
+    patience: int,
     call_timeout: float,
 ) -> None:
     """Search for the shortest trace on which TARGET parts from the spec."""
@@ -331,12 +340,14 @@ def conform_cmd(
             max_pools=max_pools,
             keep_going=keep_going,
             allow=allow,
+            patience=patience,
             **chosen,
         )
     if report.conforms:
         console.print(
-            f"[green]conforms[/green] at {level}: no violation in {examples} "
-            f"examples ({report.seconds:.1f}s)" + (" past the allowed differences" if allow else "")
+            f"[green]conforms[/green] at {level}: no violation in {report.searches} "
+            f"search(es) of {examples} examples ({report.seconds:.1f}s)"
+            + (" past the allowed differences" if allow else "")
         )
         for line in report.coverage.lines():
             console.print(line, markup=False, soft_wrap=True)

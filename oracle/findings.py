@@ -11,18 +11,25 @@ back into the pool). ``tests/test_oracle_findings.py`` replays every one on vLLM
 from __future__ import annotations
 
 import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvpool.spec.events import BlockRemoved
 from kvpool.spec.ops import (
     BlockRef,
     CacheBlocks,
+    CacheFullBlocks,
     CachePartialBlock,
+    EmitCachedBlockEvents,
     EvictBlocks,
     FreeBlocks,
+    GetCachedBlockGroups,
     GetNewBlocks,
     IsBlockWritable,
+    MoveBlockHashes,
     Request,
     TakeEvents,
     Touch,
@@ -43,6 +50,12 @@ class Finding:
     pools: tuple[tuple[int, bool, bool], ...]
     steps: tuple[Any, ...]
     """Ops, or ("script", watcher, raise, op-or-None) for a watcher's behaviour."""
+    log_symptom: Callable[[Sequence[object], Sequence[object]], bool] | None = None
+    """For an erratum of the KV event log: does a difference between the spec's log and
+    the target's (each from their first difference on) show it? A search can meet the
+    erratum at another call than its own trace's, so that it shows as another rule (the
+    log or a ``take_events`` result differs rather than INV-EVENTS): the oracle names a
+    finding by this when its signature names no erratum (:func:`log_erratum`)."""
 
     def trace(self) -> SavedTrace:
         steps: list[dict[str, Any]] = []
@@ -72,8 +85,28 @@ class Finding:
         )
 
 
+def extra_removals(spec: Sequence[object], target: Sequence[object]) -> bool:
+    """The target logs every event the spec logs, and more ``BlockRemoved`` besides: a key
+    announced removed while another block still held it (the spec announces it once,
+    when the last block holding it drops it)."""
+    more = Counter(target) - Counter(spec)
+    return (
+        bool(more)
+        and not Counter(spec) - Counter(target)
+        and all(isinstance(e, BlockRemoved) for e in more)
+    )
+
+
+def reordered(spec: Sequence[object], target: Sequence[object]) -> bool:
+    """The same events in another order."""
+    return list(spec) != list(target) and Counter(spec) == Counter(target)
+
+
 P1 = ((8, True, False),)
 P1E = ((8, True, True),)
+
+_REQ = Request((b"h0:a",), tuple(range(9700, 9716)))
+"""A request of one block of 16 tokens (one hash unit at block size 16)."""
 
 _PREFIX = Request(tuple(b"p" + b"abcdef"[: i + 1] for i in range(6)))
 """A request of six prefix hashes: one block can hold a key for each (a primary key and
@@ -95,6 +128,7 @@ FINDINGS: tuple[Finding, ...] = (
         "INV-EVENTS",
         P1E,
         (GetNewBlocks(2), CacheBlocks((1,), ("a",)), CacheBlocks((2,), ("a",)), EvictBlocks((1,))),
+        extra_removals,
     ),
     Finding(
         "further-entries-unordered",
@@ -109,6 +143,7 @@ FINDINGS: tuple[Finding, ...] = (
             EvictBlocks((1,)),
             TakeEvents(),
         ),
+        reordered,
     ),
     Finding(
         "watcher-sees-half-handout",
@@ -196,7 +231,97 @@ FINDINGS: tuple[Finding, ...] = (
         P1,
         (UnpinBlocks((0,), 0),),
     ),
+    # -- vLLM's calls on blocks with several keys: their arguments are not validated ----
+    Finding(
+        "full-blocks-unchecked",
+        "cache_full_blocks crashes on a bad block size, group, count or request "
+        "(ZeroDivisionError, OverflowError, ValueError, TypeError, AttributeError, "
+        "AssertionError) instead of refusing it",
+        "bad input",
+        "target crashed",
+        P1,
+        (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 1, 0, 0)),
+    ),
+    Finding(
+        "partial-block-accepts-bad-size",
+        "cache_partial_block accepts a block size of 0 (or a bad token count or flag)",
+        "bad input",
+        "error kind differs",
+        P1,
+        (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, 0, 0)),
+    ),
+    Finding(
+        "partial-block-crashes",
+        "cache_partial_block crashes on a bad group, block size or request "
+        "(OverflowError, AssertionError, TypeError) instead of refusing it",
+        "bad input",
+        "target crashed",
+        P1,
+        (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, -1, 16)),
+    ),
+    Finding(
+        "move-to-null-block",
+        "move_block_hashes moves a block's keys onto the null block",
+        "bad input",
+        "error kind differs",
+        P1,
+        (GetNewBlocks(1), CacheBlocks((1,), ("a",)), MoveBlockHashes(1, 0)),
+    ),
+    Finding(
+        "move-to-foreign",
+        "move_block_hashes moves a block's keys onto another pool's block",
+        "bad input",
+        "error kind differs",
+        ((4, True, False), (4, True, False)),
+        (
+            GetNewBlocks(1),
+            CacheBlocks((1,), ("a",)),
+            MoveBlockHashes(BlockRef(0, 1), BlockRef(1, 1)),
+        ),
+    ),
+    Finding(
+        "move-to-non-block",
+        "move_block_hashes crashes (AttributeError) on a target that is no block",
+        "bad input",
+        "target crashed",
+        P1,
+        (GetNewBlocks(1), CacheBlocks((1,), ("a",)), MoveBlockHashes(1, "x")),
+    ),
+    Finding(
+        "groups-crash",
+        "get_cached_block by groups crashes on a key that is not bytes (TypeError) or a "
+        "group id that does not fit 4 unsigned bytes (OverflowError) instead of refusing it",
+        "bad input",
+        "target crashed",
+        P1,
+        (GetCachedBlockGroups("h0:a", (0,)),),
+    ),
+    Finding(
+        "groups-bad-group-missed",
+        "get_cached_block by groups answers a miss when a bad group id comes after a group "
+        "that misses, instead of refusing the call",
+        "bad input",
+        "error kind differs",
+        P1,
+        (GetCachedBlockGroups(b"h0:a", (0, -1)),),
+    ),
+    Finding(
+        "emit-events-negative-count",
+        "emit_cached_block_events accepts a negative count of cached blocks",
+        "bad input",
+        "error kind differs",
+        P1E,
+        (EmitCachedBlockEvents(_REQ, -1, 16, 0),),
+    ),
 )
+
+
+def log_erratum(spec: Sequence[object], target: Sequence[object]) -> str | None:
+    """The erratum whose :attr:`Finding.log_symptom` a difference of two event logs shows."""
+    for f in FINDINGS:
+        if f.log_symptom is not None and f.log_symptom(spec, target):
+            return f.name
+    return None
 
 
 def by_name(name: str) -> Finding:

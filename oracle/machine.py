@@ -59,7 +59,7 @@ new pool)::
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, TypeVar, cast
@@ -294,6 +294,18 @@ def impl_config(**changes: Any) -> LockstepConfig:
     return replace(base, **changes)
 
 
+def crash_detail(op: Op, expected: Outcome, exc: Exception) -> str:
+    """What a ``target crashed`` on ``op`` says: the call, and, when the spec refuses the
+    call, the kind it refuses it with (so that the finding is "bad input of this kind
+    crashes the target", whichever exception a particular bad value happened to raise)."""
+    refused = f" {REFUSED_NOTE}{expected.error.value})" if expected.error else ""
+    return f"{op!r}{refused}: {exc}"
+
+
+REFUSED_NOTE = "(the spec refuses it: "
+"""The marker :func:`crash_detail` puts after the call when the spec refuses it."""
+
+
 # -- the trace -----------------------------------------------------------------------
 
 
@@ -382,14 +394,33 @@ _SNAPSHOT_FIELDS = (
 )
 
 
+def common_start(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many entries two sequences share from their start."""
+    n = min(len(a), len(b))
+    return next((k for k in range(n) if a[k] != b[k]), n)
+
+
 def state_diff(expected: PoolState, observed: PoolState) -> str:
-    """The first fields in which two states differ, named, spec value then target value."""
+    """The first fields in which two states differ, named, spec value then target value.
+
+    The event log is shown from its first difference on (the equal entries before it
+    left out), so that the detail names the difference, not the history before it:
+    a call that logged something earlier (a reset's ``AllBlocksCleared``) is not part
+    of the finding, and deleting it keeps the detail (:mod:`.minimize`).
+    """
     a, b = expected.snapshot(), observed.snapshot()
-    parts = [
-        f"{name}: spec {x!r} target {y!r}"
-        for name, x, y in zip(_SNAPSHOT_FIELDS, a, b, strict=True)
-        if x != y
-    ]
+    parts = []
+    for name, x, y in zip(_SNAPSHOT_FIELDS, a, b, strict=True):
+        if x == y:
+            continue
+        if name == "event log" and isinstance(x, tuple) and isinstance(y, tuple):
+            same = common_start(x, y)
+            if same:
+                parts.append(
+                    f"{name} (from the first difference): spec {x[same:]!r} target {y[same:]!r}"
+                )
+                continue
+        parts.append(f"{name}: spec {x!r} target {y!r}")
     return "; ".join(parts[:3])
 
 
@@ -584,7 +615,7 @@ class _Lockstep(RuleBasedStateMachine):
             self.fail("target hung", f"{op!r}: {exc}")
         except TargetCrashed as exc:  # the target raised something that is no pool error
             self.trace.steps.append(TraceStep(op, expected, None))
-            self.fail("target crashed", f"{op!r}: {exc}", exc.traceback)
+            self.fail("target crashed", crash_detail(op, expected, exc), exc.traceback)
         nested: list[tuple[Op, Outcome, Outcome]] = []
         for nop, nobs in driver.nested:
             nested.append((nop, self.spec_apply(nop), nobs))

@@ -17,7 +17,7 @@ from kvpool.spec.state import PoolState, World
 
 from .driver import Driver, WatcherAction
 from .exits import TargetCrashed, TargetHung
-from .machine import compare_outcomes, state_problem
+from .machine import compare_outcomes, crash_detail, state_problem
 from .target_base import Target
 from .traceformat import SavedTrace, op_from_json, outcome_from_json
 
@@ -196,7 +196,7 @@ def replay(
                 problem = ("target hung", f"{op!r}: {exc}")
             except TargetCrashed as exc:  # (any other exception is the oracle's own bug)
                 observed = None
-                problem = ("target crashed", f"{op!r}: {exc}")
+                problem = ("target crashed", crash_detail(op, expected, exc))
                 crash = exc.traceback
             nested_ops = [o for o, _ in driver.nested]
             nested_obs = [o for _, o in driver.nested]

@@ -137,3 +137,103 @@ def test_allow_takes_signatures_as_all_prints_them() -> None:
         assert acceptance(target, "exact", [sig]).signatures == frozenset({sig})
     with pytest.raises(BadInput):
         acceptance(target, "exact", ["usage is wrong"])
+
+
+class CrashesOnBadCounts(BlockPool):
+    """Seeded: ``get_new_blocks`` refuses no bad count with a typed error; it crashes with
+    whatever exception the bad value makes it raise (a non-int: TypeError, a negative
+    count: ValueError), as vLLM's multi-key calls do on their bad arguments."""
+
+    def get_new_blocks(self, num_blocks: int) -> list[Any]:
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int):
+            raise TypeError(f"count {num_blocks!r} is not an int")
+        if num_blocks < 0:
+            raise ValueError(f"count {num_blocks} is negative")
+        return super().get_new_blocks(num_blocks)
+
+
+def test_a_crash_on_bad_input_is_one_finding_whichever_exception() -> None:
+    """One call that crashes on every bad value the spec refuses with one kind is one
+    finding (``target crashed at OP: spec KIND``), not one per exception type; a crash on
+    a call the spec accepts still names its exception."""
+    from kvpool.oracle.exits import TargetCrashed
+    from kvpool.oracle.machine import crash_detail
+    from kvpool.spec.errors import ErrorKind
+    from kvpool.spec.ops import GetNewBlocks, Outcome
+
+    refused = Outcome(error=ErrorKind.INVALID_ARGUMENT)
+    sigs = {
+        signature(
+            "target crashed",
+            crash_detail(GetNewBlocks(n), refused, TargetCrashed("get_new_blocks", exc)),
+            GetNewBlocks(n),
+        )
+        for n, exc in (("2", TypeError("x")), (-1, ValueError("y")), (None, TypeError("z")))
+    }
+    assert sigs == {"target crashed at GetNewBlocks: spec InvalidArgument"}
+    valid = crash_detail(GetNewBlocks(1), Outcome(value=(1,)), TargetCrashed("g", KeyError(1)))
+    assert signature("target crashed", valid, GetNewBlocks(1)) == (
+        "target crashed at GetNewBlocks (KeyError)"
+    )
+    report = conform(as_target(CrashesOnBadCounts), "robust", keep_going=True, patience=3, **SMALL)
+    crashes = [d.signature for d in report.findings if d.rule == "target crashed"]
+    assert crashes == ["target crashed at GetNewBlocks: spec InvalidArgument"], crashes
+    for d in report.findings:
+        assert (
+            d.trace is not None
+            and replay(d.trace, as_target(BlockPool), "robust").divergence is None
+        )
+
+
+def test_all_searches_fresh_examples_after_each_finding() -> None:
+    """``--all`` searches again on examples of a seed of its own: the same seed would
+    make the same examples, stopped where the accepted difference now lets them go
+    spec-only, and find nothing behind it."""
+    from kvpool.oracle.conformance import search_seed
+
+    assert search_seed(None, 0) is None and search_seed(7, 0) == 7
+    seeds = [search_seed(s, k) for s in (None, 0, 1, 7) for k in range(1, 6)]
+    assert len(set(seeds)) == len(seeds) and None not in seeds
+
+
+def test_event_log_errata_are_told_apart_by_the_difference() -> None:
+    """A finding of the event log is named after the erratum its difference shows,
+    whichever rule it shows as: more ``BlockRemoved`` than the spec's events (a key
+    announced removed while another block holds it), or the same events reordered."""
+    from kvpool.oracle.findings import log_erratum
+    from kvpool.spec.events import BlockRemoved, BlockStored
+
+    a, b = BlockRemoved("a"), BlockRemoved("b")
+    assert log_erratum((), (a,)) == "removed-while-held"
+    assert log_erratum((b,), (a, b)) == "removed-while-held"
+    assert log_erratum((a, b), (b, a)) == "further-entries-unordered"
+    assert log_erratum((a,), ()) is None  # a missing event is neither
+    assert log_erratum((), (BlockStored(("a",)),)) is None  # an extra store is neither
+    assert log_erratum((a,), (b,)) is None
+
+
+class UsageWrongAtThree(BlockPool):
+    """Seeded: ``get_usage`` is wrong only when exactly three blocks are in use."""
+
+    def get_usage(self) -> float:
+        used = self.num_gpu_blocks - 1 - super().get_num_free_blocks()
+        return 0.0 if used == 3 else super().get_usage()
+
+
+def test_patience_searches_fresh_examples_before_it_says_conforms() -> None:
+    """``patience``: a stage ends after that many searches in a row found nothing, each
+    on fresh examples; a bug one small search misses is found by a later one, and a
+    "conforms" says how many searches it rests on."""
+    tiny: dict[str, Any] = {"examples": 3, "steps": 4, "max_blocks": 6, "max_pools": 1}
+    ok = conform(as_target(BlockPool), "exact", patience=3, **tiny)
+    assert ok.conforms and ok.searches == 3
+    assert conform(as_target(BlockPool), "robust", patience=2, **tiny).searches == 4
+    target = as_target(UsageWrongAtThree)
+    small: dict[str, Any] = {"examples": 20, "steps": 8, "max_blocks": 6, "max_pools": 1}
+    once = conform(target, "exact", **small)
+    assert once.conforms and once.searches == 1  # the derandomized search misses it
+    patient = conform(target, "exact", patience=10, **small)
+    assert not patient.conforms and patient.findings[0].signature == USAGE
+    assert 1 < patient.searches < 10
+    with pytest.raises(ValueError):
+        conform(target, "exact", patience=0, **tiny)

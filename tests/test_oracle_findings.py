@@ -67,14 +67,19 @@ def test_the_search_finds_vllm_bad_input_at_robust(vllm) -> None:  # type: ignor
 
 @pytest.mark.skipif(
     os.environ.get("KVPOOL_DEEP") != "1",
-    reason="one --all run on vLLM takes ~4.5 min: make conform-vllm runs it (KVPOOL_DEEP=1)",
+    reason="one --all run on vLLM takes minutes: make conform-vllm runs it (KVPOOL_DEEP=1)",
 )
 def test_one_all_run_at_robust_lists_every_erratum(vllm) -> None:  # type: ignore[no-untyped-def]
     """``kvpool conform --target vllm==0.33.0 --level robust --all`` (derandomized, the
-    default budget) names every erratum of docs/errata.md, each with a trace of its own
-    that fails on vLLM and passes on the reference pool."""
-    report = conform(vllm, "robust", keep_going=True)
-    assert {f.name for f in FINDINGS} <= {d.erratum for d in report.findings}
+    default budget and patience) names every erratum of docs/errata.md, each with a
+    trace of its own that fails on vLLM and passes on the reference pool, below the cap
+    on findings (a run that stops at the cap has not shown that it lists everything)."""
+    from kvpool.oracle.conformance import MAX_FINDINGS, PATIENCE
+
+    report = conform(vllm, "robust", keep_going=True, patience=PATIENCE)
+    missing = {f.name for f in FINDINGS} - {d.erratum for d in report.findings}
+    assert not missing, (missing, [d.signature for d in report.findings])
+    assert len(report.findings) < MAX_FINDINGS
     assert len({d.signature for d in report.findings}) == len(report.findings)
     for d in report.findings:
         assert d.trace is not None
@@ -222,3 +227,40 @@ def test_every_level_finds_a_recorded_vllm_finding(vllm) -> None:  # type: ignor
     # robust, bad input: the first invalid call of the fast check is already accepted
     fast = run_random(vllm, 5000, 200, check_every=100, events=False, level="robust")
     assert fast.divergence is not None and fast.ops < 50
+
+
+def test_an_event_log_erratum_is_named_whichever_rule_shows_it(vllm) -> None:  # type: ignore[no-untyped-def]
+    """``--seed 1`` at exact met removed-while-held at a ``get_new_blocks`` that evicts
+    both copies of a key (vLLM logs ``BlockRemoved`` twice, the spec once): INV-EVENTS
+    holds after the call, so it shows as ``state differs (event log)``. Its minimal trace
+    had kept 11 leading resets, whose ``AllBlocksCleared`` were part of the detail that
+    minimisation must keep; the detail now shows the log from its first difference."""
+    from kvpool.oracle.conformance import _divergence_signature, log_difference
+    from kvpool.oracle.findings import log_erratum
+    from kvpool.oracle.minimize import delete_steps
+    from kvpool.oracle.traceformat import op_to_json
+    from kvpool.spec.ops import CacheBlocks, FreeBlocks, GetNewBlocks, ResetPrefixCache
+
+    ops = [ResetPrefixCache()] * 3 + [
+        GetNewBlocks(2),
+        CacheBlocks((1,), ("a",)),
+        CacheBlocks((2,), ("a",)),
+        FreeBlocks((2, 1)),
+        GetNewBlocks(2),
+    ]
+    saved = SavedTrace(
+        [(3, True, True)], [{"call": op_to_json(op)} for op in ops], "vllm==0.33.0", "exact", None
+    )
+    short = delete_steps(saved, vllm)
+    assert [s["call"]["op"] for s in short.steps] == [
+        "GetNewBlocks",
+        "CacheBlocks",
+        "CacheBlocks",
+        "FreeBlocks",
+        "GetNewBlocks",
+    ]
+    at = _divergence_signature(short, vllm)
+    assert at is not None and at[2] == "state differs at GetNewBlocks (event log)"
+    logs = log_difference(short, vllm)
+    assert logs is not None and log_erratum(*logs) == "removed-while-held"
+    assert replay(short, resolve("reference"), "exact").divergence is None

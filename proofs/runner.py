@@ -21,6 +21,7 @@ from . import (
     refinement,
     smtlib,
     spacer,
+    witnesses,
 )
 from .model import OPS, Record, named, recording
 from .mutants import MUTANTS, BuggyWorld, world_class
@@ -631,14 +632,24 @@ def _witness_row(st: fixedn.Step, n: int) -> ObligationResult:
         post = check_pool(world.pools[0])
         if post:
             problems.append(f"{w.op}: {op!r} on the spec breaks {post[0]}")
+    seconds = sum(w.seconds for w in ws)
+    for name in fixedn.LEMMAS:  # the lemma's hypothesis: a state it claims INV-X of
+        lw, ps = fixedn.lemma_witness(st, name)
+        seconds += lw.seconds
+        if ps is None:
+            problems.append(f"{lw.op or name}: hypothesis {lw.status}")
+        elif bad := [v for v in check_pool(ps) if v.invariant == name]:
+            problems.append(f"{lw.op}: the decoded state breaks {bad[0]}")
+    total = len(ws) + len(fixedn.LEMMAS)
     return ObligationResult(
         f"H satisfiable at N={n}",
         "witness",
         FIXEDN_TECHNIQUE,
         (),
-        f"N={n}: one model per call kind ({len(ws)}), decoded, checked and replayed on the spec",
+        f"N={n}: {total - len(problems)}/{total} hypotheses (one per call kind, "
+        f"{len(fixedn.LEMMAS)} lemma's), decoded, checked, the calls replayed on the spec",
         "witnessed" if not problems else "NOT-witnessed",
-        sum(w.seconds for w in ws),
+        seconds,
         replay="; ".join(problems[:3]),
     )
 
@@ -874,6 +885,29 @@ def _source_mutant_row(
     return row
 
 
+# -- witnesses: no proof rests on a hypothesis nothing satisfies ------------------------------
+
+
+def witness_row(
+    label: str, records: list[Record], replay: witnesses.Replay | None
+) -> ObligationResult:
+    """A model of every distinct hypothesis of the proved queries in ``records`` (one
+    part's), decoded and checked without z3 (:mod:`kvpool.proofs.witnesses`); a
+    hypothesis with no model (a vacuous proof) fails the row."""
+    if label == "every-N induction":
+        decode, bounds = witnesses.induction_decoder()
+        on = "the spec"
+    elif label == "refinement (transcribed)":
+        decode, bounds = witnesses.transcribed_decoder(replay)
+        on = "the queue class"
+    else:
+        decode, bounds = witnesses.source_decoder(replay)
+        on = "the queue class"
+    return ObligationResult(
+        **witnesses.summary(label, witnesses.witness_all(records, bounds, decode), on)
+    )
+
+
 # -- everything ------------------------------------------------------------------------------
 
 
@@ -889,11 +923,14 @@ def run(
     part: str | None = None,
     source_mutants: dict[str, tuple[str, tuple[pyrefine.Patch, ...]]] | None = None,
     source_replay: SourceReplay | None = None,
+    queue_replay: witnesses.Replay | None = None,
 ) -> list[ObligationResult]:
     """Every obligation of ``profile`` ("fast", "default" or "deep"), or of one of its
     :data:`PARTS` (the same rows, in the same order within the part). ``source_mutants``
     and ``source_replay``: the "source" part's mutants (default: the proof's own) and the
-    replay of their counterexamples (see :func:`run_source`)."""
+    replay of their counterexamples (see :func:`run_source`). ``queue_replay`` runs a
+    refinement hypothesis's decoded witness on the real queue class (the proofs import
+    no ``impl``: without it the witnesses are decoded and checked, not replayed)."""
     if part is not None and part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     p = PROFILES[profile]
@@ -911,11 +948,13 @@ def run(
         # after them)
         with recording() as rec:
             rows += run_induction(p["ind_timeout"])
+        rows.append(witness_row("every-N induction", rec, None))
         if p["cvc5_quantified"]:
             rows.append(cvc5_recorded_row("the every-N induction", rec))
     if want("refinement"):
         with recording() as rec:
             rows += run_refinement(p["ind_timeout"] // 2)
+        rows.append(witness_row("refinement (transcribed)", rec, queue_replay))
         if p["cvc5_quantified"]:
             rows.append(cvc5_recorded_row("the list refinement (transcribed)", rec))
     if want("differential"):
@@ -936,9 +975,10 @@ def run(
     if want("source"):
         with recording() as rec:
             rows += run_source(p["ind_timeout"] // 2, source_mutants, source_replay)
+        # (the mutants' queries are not proofs: only the real source's proved ones)
+        proofs = [r for r in rec if not r[0].startswith("mutant:")]
+        rows.append(witness_row("free_queue.py from source", proofs, queue_replay))
         if p["cvc5_quantified"]:
-            # (the mutants' queries are not proofs: only the real source's proved ones)
-            proofs = [r for r in rec if not r[0].startswith("mutant:")]
             rows.append(cvc5_recorded_row("free_queue.py from source", proofs))
     if want("fixedn"):
         rows += run_fixedn(p["fixedn"], p["fixedn_timeout"], p["cvc5"])

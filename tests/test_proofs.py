@@ -411,3 +411,31 @@ def test_the_split_export_is_the_same_query_and_a_false_part_is_a_disagreement()
         smtlib.cvc5_check(smtlib.to_smt2_lifted(q))[0] == "sat"
         for q in smtlib.split_queries(hyp, wrong)
     )
+
+
+def _solver_pins(extras: dict[str, list[str]]) -> dict[str, set[str]]:
+    """Every requirement naming z3-solver or cvc5, by package: each must be ``==``."""
+    out: dict[str, set[str]] = {}
+    for reqs in extras.values():
+        for r in reqs:
+            name = r.split("=")[0].split(">")[0].split("<")[0].split("[")[0].strip()
+            if name in ("z3-solver", "cvc5"):
+                out.setdefault(name, set()).add(r.removeprefix(name))
+    return out
+
+
+def test_both_solvers_are_pinned_everywhere_and_installed_at_the_pin() -> None:
+    import tomllib
+    from importlib.metadata import version
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())[
+        "project"
+    ]
+    pins = _solver_pins(project["optional-dependencies"])
+    assert set(pins) == {"z3-solver", "cvc5"}
+    for name, specs in pins.items():
+        assert len(specs) == 1 and next(iter(specs)).startswith("=="), (name, specs)
+        assert version(name) == next(iter(specs)).removeprefix("=="), name
+    # the check can fail: a range is not a pin
+    loose = _solver_pins({"x": ["z3-solver>=4.13"], "y": ["z3-solver==5.4.1.0"]})
+    assert loose["z3-solver"] == {">=4.13", "==5.4.1.0"}

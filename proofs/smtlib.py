@@ -300,16 +300,16 @@ exhaustive instantiation, settles parts where its default gives up as incomplete
 
 
 def cvc5_confirm(
-    hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = 5000
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = 5000, split: bool = True
 ) -> tuple[str, str]:
     """cvc5's verdict on a query z3 proved, and how it was reached.
 
     The whole query first (lambdas lifted); if cvc5 leaves it unknown, the same query
     split (:func:`split_queries`), each part with each of :data:`SPLIT_OPTIONS` until one
-    says unsat. "unsat" only if every part is unsat; "sat" if any part is sat (a
-    disagreement); else the first part's other answer."""
+    says unsat (not when ``split`` is false). "unsat" only if every part is unsat; "sat"
+    if any part is sat (a disagreement); else the first part's other answer."""
     v, _ = cvc5_check_bounded(to_smt2_lifted([*hyp, z3.Not(goal)]), timeout_ms)
-    if v in ("unsat", "sat"):
+    if v in ("unsat", "sat") or not split:
         return v, "whole"
     parts = split_queries(hyp, goal)
     for i, q in enumerate(parts):

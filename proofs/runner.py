@@ -582,12 +582,12 @@ def cvc5_recorded_row(
     every part must be unsat); the row counts the queries confirmed that way."""
     t0 = time.perf_counter()
     names: dict[str, list[str]] = {}
-    split = 0
+    n_split = 0
     for name, hyp, goal, status in records:
         if status != "proved":
             continue
         v, how = smtlib.cvc5_confirm(hyp, goal, timeout_ms, split)
-        split += v == "unsat" and how != "whole"
+        n_split += v == "unsat" and how != "whole"
         names.setdefault(name, []).append(v)
     confirmed = [n for n, vs in names.items() if all(v == "unsat" for v in vs)]
     disagree = [n for n, vs in names.items() if "sat" in vs]
@@ -612,7 +612,7 @@ def cvc5_recorded_row(
         (),
         f"{label}: cvc5 confirms {len(confirmed)} of {len(names)} obligations z3 proved "
         f"({sum(len(v) for v in names.values())} queries, {timeout_ms // 1000} s each; "
-        f"{split} confirmed split into conjuncts)"
+        f"{n_split} confirmed split into conjuncts)"
         + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
         status,
         time.perf_counter() - t0,

@@ -217,11 +217,11 @@ def run_unit_tests(profile: Profile) -> Check:
 # -- z3 and cvc5 ------------------------------------------------------------------------------
 
 PROOF_COSTS: dict[str, float] = {
-    "bmc-induction": 150.0,
+    "bmc-induction": 190.0,
     "differential": 80.0,
     "fixedn": 160.0,
-    "refinement": 35.0,
-    "source": 75.0,
+    "refinement": 50.0,
+    "source": 130.0,
     "spacer": 600.0,
 }
 

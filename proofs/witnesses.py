@@ -309,6 +309,8 @@ def read_list(m: z3.ModelRef, group_len: int | None = None) -> ListState:
         raise ValueError(f"a list of {n} blocks")
     seq = [_ival(m, s[i]) for i in range(n)]
     mm = _ival(m, z3.Int("m")) if group_len is None else group_len
+    if mm > MAX_LIST:
+        raise ValueError(f"a group of {mm} blocks")
     group = [_ival(m, bl[i]) for i in range(max(0, min(mm, MAX_LIST)))]
     x, k = _ival(m, z3.Int("x")), _ival(m, z3.Int("k"))
     nodes = {HEAD, TAIL, *seq, *group, *([x] if x >= 0 else [])}
@@ -518,7 +520,7 @@ def source_decoder(replay: Replay | None) -> tuple[Decoder, Any]:
     def bounds(h: Hypothesis) -> list[list[z3.BoolRef]]:
         out = []
         for L in (2, 1, 0):
-            pins = [*_pins(_entry(L, []), group=False), z3.Int("cnt") == L]
+            pins = [*_pins(_entry(L, []), group=False), z3.Int("cnt") == L, z3.Int("m") <= MAX_LIST]
             out.append([*pins, *finite_support(h.hyp, NONE, MAX_BLOCK)])
         return out
 

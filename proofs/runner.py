@@ -655,8 +655,8 @@ def _witness_row(st: fixedn.Step, n: int) -> ObligationResult:
         "witness",
         FIXEDN_TECHNIQUE,
         (),
-        f"N={n}: {total - len(problems)}/{total} hypotheses (one per call kind, "
-        f"{len(fixedn.LEMMAS)} lemma's), decoded, checked, the calls replayed on the spec",
+        f"N={n}: {total - len(problems)}/{total} hypotheses (a call of each kind, and "
+        f"the lemma's), decoded, the calls replayed on the spec",
         "witnessed" if not problems else "NOT-witnessed",
         seconds,
         replay="; ".join(problems[:3]),

@@ -330,6 +330,31 @@ def witnesses(st: Step, timeout_ms: int = 60000) -> list[Goal]:
     return out
 
 
+def lemma_witness(st: Step, name: str, timeout_ms: int = 60000) -> tuple[Goal, Any]:
+    """A state satisfying the hypothesis of ``name``'s lemma (``LEMMAS[name]`` on a fresh
+    state, as :func:`lemma_goal` asks it), decoded into the spec's ``PoolState``."""
+    from .trace import decode_state
+
+    with int_sort(None):
+        u = fresh_state(st.cfg, "u")
+        hyp = state_obligations(st.cfg, u)[LEMMAS[name]]
+    ctx = z3.Context()
+    sol = z3.Solver(ctx=ctx)
+    sol.set("timeout", timeout_ms)
+    sol.add(hyp.translate(ctx))
+    t0 = time.perf_counter()
+    res = sol.check()
+    dt = time.perf_counter() - t0
+    if res != z3.sat:
+        return Goal(name, "witness", "unsat" if res == z3.unsat else "unknown", dt), None
+    m = sol.model().translate(z3.main_ctx())
+    n = st.cfg.dom.n  # type: ignore[attr-defined]
+    caching = z3.is_true(m.eval(st.cfg.caching, model_completion=True))
+    events = z3.is_true(m.eval(st.cfg.events, model_completion=True))
+    ps = decode_state(m, u, n, st.cfg.K, st.cfg.W, caching, events, lambda a, i: a[i])
+    return Goal(name, "witness", "sat", dt, m, op=f"lemma from {LEMMAS[name]}"), ps
+
+
 def decode(st: Step, m: z3.ModelRef) -> tuple[Any, Any]:
     """The spec state and operation a model of a step stands for."""
     from .trace import decode_state, read_args, to_op

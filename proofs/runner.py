@@ -24,6 +24,7 @@ from . import (
     smtlib,
     spacer,
     steprules,
+    witnesses,
 )
 from .model import OPS, Record, named, recording
 from .mutants import MUTANTS, BuggyWorld, world_class
@@ -43,6 +44,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5": (2,),
         # cvc5 on the every-N induction's and the refinements' proved queries
         "cvc5_quantified": False,
+        # a quantified query cvc5 leaves unknown whole is asked again split into parts
+        "cvc5_split": False,
         "spacer": (),
         "spacer_timeout": 150.0,
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
@@ -67,6 +70,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # every proved query at these N (1..4: 427 to 1170 queries each, 5 to 26 s)
         "cvc5": (1, 2, 3, 4),
         "cvc5_quantified": True,
+        "cvc5_split": True,
         # Spacer, no hand lemma (its own part, :func:`run_spacer`), as (N, obligations):
         # () leaves it out of `make proofs`/`make verify`; ((4, spacer.OBLIGATIONS),)
         # would put it in as one more check of its own (N=4: 11 CPU s, 24-35 s wall loaded)
@@ -91,6 +95,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fixedn_timeout": 300000,
         "cvc5": (1, 2, 3, 4, 5, 6, 7, 8),
         "cvc5_quantified": True,
+        "cvc5_split": True,
         # (N, obligations): every one in one query up to N=5; at N=6 two queries, the
         # state obligations (108 CPU s, measured) and the step rules (34 CPU s): the joint
         # query on all 16 there was unknown after 615 CPU s
@@ -948,20 +953,24 @@ reported as not confirmed, so a longer limit only buys more confirmations."""
 
 
 def cvc5_recorded_row(
-    label: str, records: list[Record], timeout_ms: int = QUANTIFIED_CVC5_MS
+    label: str, records: list[Record], timeout_ms: int = QUANTIFIED_CVC5_MS, split: bool = True
 ) -> ObligationResult:
     """cvc5 on every query z3 proved among ``records`` (lambdas lifted to arrays with
     axioms, :func:`smtlib.to_smt2_lifted`). Grouped by obligation name: a name is
     *confirmed* when cvc5 says unsat on every query z3 proved under it. cvc5 ``sat`` on
     any of them is a disagreement and fails the row; ``unknown`` (its time limit, or
     quantifiers it gives up on) or text cvc5 refuses leaves the name *not confirmed*,
-    listed by name in the row, never counted as confirmed."""
+    listed by name in the row, never counted as confirmed. A query cvc5 leaves unknown
+    whole is asked again split into its goal's conjuncts (:func:`smtlib.cvc5_confirm`:
+    every part must be unsat); the row counts the queries confirmed that way."""
     t0 = time.perf_counter()
     names: dict[str, list[str]] = {}
+    n_split = 0
     for name, hyp, goal, status in records:
         if status != "proved":
             continue
-        v, _ = smtlib.cvc5_check_bounded(smtlib.to_smt2_lifted([*hyp, z3.Not(goal)]), timeout_ms)
+        v, how = smtlib.cvc5_confirm(hyp, goal, timeout_ms, split)
+        n_split += v == "unsat" and how != "whole"
         names.setdefault(name, []).append(v)
     confirmed = [n for n, vs in names.items() if all(v == "unsat" for v in vs)]
     disagree = [n for n, vs in names.items() if "sat" in vs]
@@ -985,7 +994,8 @@ def cvc5_recorded_row(
         "cvc5 (SMT-LIB 2 from z3, lambdas lifted)",
         (),
         f"{label}: cvc5 confirms {len(confirmed)} of {len(names)} obligations z3 proved "
-        f"({sum(len(v) for v in names.values())} queries, {timeout_ms // 1000} s each)"
+        f"({sum(len(v) for v in names.values())} queries, {timeout_ms // 1000} s each; "
+        f"{n_split} confirmed split into conjuncts)"
         + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
         status,
         time.perf_counter() - t0,
@@ -1014,14 +1024,24 @@ def _witness_row(st: fixedn.Step, n: int) -> ObligationResult:
         post = check_pool(world.pools[0])
         if post:
             problems.append(f"{w.op}: {op!r} on the spec breaks {post[0]}")
+    seconds = sum(w.seconds for w in ws)
+    for name in fixedn.LEMMAS:  # the lemma's hypothesis: a state it claims INV-X of
+        lw, ps = fixedn.lemma_witness(st, name)
+        seconds += lw.seconds
+        if ps is None:
+            problems.append(f"{lw.op or name}: hypothesis {lw.status}")
+        elif bad := [v for v in check_pool(ps) if v.invariant == name]:
+            problems.append(f"{lw.op}: the decoded state breaks {bad[0]}")
+    total = len(ws) + len(fixedn.LEMMAS)
     return ObligationResult(
         f"H satisfiable at N={n}",
         "witness",
         FIXEDN_TECHNIQUE,
         (),
-        f"N={n}: one model per call kind ({len(ws)}), decoded, checked and replayed on the spec",
+        f"N={n}: {total - len(problems)}/{total} hypotheses (a call of each kind, and "
+        f"the lemma's), decoded, the calls replayed on the spec",
         "witnessed" if not problems else "NOT-witnessed",
-        sum(w.seconds for w in ws),
+        seconds,
         replay="; ".join(problems[:3]),
     )
 
@@ -1257,6 +1277,29 @@ def _source_mutant_row(
     return row
 
 
+# -- witnesses: no proof rests on a hypothesis nothing satisfies ------------------------------
+
+
+def witness_row(
+    label: str, records: list[Record], replay: witnesses.Replay | None
+) -> ObligationResult:
+    """A model of every distinct hypothesis of the proved queries in ``records`` (one
+    part's), decoded and checked without z3 (:mod:`kvpool.proofs.witnesses`); a
+    hypothesis with no model (a vacuous proof) fails the row."""
+    if label == "every-N induction":
+        decode, bounds = witnesses.induction_decoder()
+        on = "the spec"
+    elif label == "refinement (transcribed)":
+        decode, bounds = witnesses.transcribed_decoder(replay)
+        on = "the queue class"
+    else:
+        decode, bounds = witnesses.source_decoder(replay)
+        on = "the queue class"
+    return ObligationResult(
+        **witnesses.summary(label, witnesses.witness_all(records, bounds, decode), on)
+    )
+
+
 # -- everything ------------------------------------------------------------------------------
 
 
@@ -1272,11 +1315,14 @@ def run(
     part: str | None = None,
     source_mutants: dict[str, tuple[str, tuple[pyrefine.Patch, ...]]] | None = None,
     source_replay: SourceReplay | None = None,
+    queue_replay: witnesses.Replay | None = None,
 ) -> list[ObligationResult]:
     """Every obligation of ``profile`` ("fast", "default" or "deep"), or of one of its
     :data:`PARTS` (the same rows, in the same order within the part). ``source_mutants``
     and ``source_replay``: the "source" part's mutants (default: the proof's own) and the
-    replay of their counterexamples (see :func:`run_source`)."""
+    replay of their counterexamples (see :func:`run_source`). ``queue_replay`` runs a
+    refinement hypothesis's decoded witness on the real queue class (the proofs import
+    no ``impl``: without it the witnesses are decoded and checked, not replayed)."""
     if part is not None and part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     p = PROFILES[profile]
@@ -1294,13 +1340,17 @@ def run(
         # after them)
         with recording() as rec:
             rows += run_induction(p["ind_timeout"])
+        rows.append(witness_row("every-N induction", rec, None))
         if p["cvc5_quantified"]:
-            rows.append(cvc5_recorded_row("the every-N induction", rec))
+            rows.append(cvc5_recorded_row("the every-N induction", rec, split=p["cvc5_split"]))
     if want("refinement"):
         with recording() as rec:
             rows += run_refinement(p["ind_timeout"] // 2)
+        rows.append(witness_row("refinement (transcribed)", rec, queue_replay))
         if p["cvc5_quantified"]:
-            rows.append(cvc5_recorded_row("the list refinement (transcribed)", rec))
+            rows.append(
+                cvc5_recorded_row("the list refinement (transcribed)", rec, split=p["cvc5_split"])
+            )
     if want("differential"):
         rows += [ObligationResult(**r) for r in differential.rows(p["diff"])]
         if p["diff_mutants"]:
@@ -1320,10 +1370,13 @@ def run(
     if want("source"):
         with recording() as rec:
             rows += run_source(p["ind_timeout"] // 2, source_mutants, source_replay)
+        # (the mutants' queries are not proofs: only the real source's proved ones)
+        proofs = [r for r in rec if not r[0].startswith("mutant:")]
+        rows.append(witness_row("free_queue.py from source", proofs, queue_replay))
         if p["cvc5_quantified"]:
-            # (the mutants' queries are not proofs: only the real source's proved ones)
-            proofs = [r for r in rec if not r[0].startswith("mutant:")]
-            rows.append(cvc5_recorded_row("free_queue.py from source", proofs))
+            rows.append(
+                cvc5_recorded_row("free_queue.py from source", proofs, split=p["cvc5_split"])
+            )
     if want("fixedn"):
         rows += run_fixedn(p["fixedn"], p["fixedn_timeout"], p["cvc5"])
         rows += run_fixedn_mutants(4, p["fixedn_mutants"])

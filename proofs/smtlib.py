@@ -9,6 +9,7 @@ and fails the run; ``unknown`` (cvc5's time limit) is reported as not confirmed.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import time
 from typing import Any
@@ -113,13 +114,18 @@ def to_smt2_lifted(query: list[z3.BoolRef]) -> str:
     return to_smt2(lift_lambdas([z3.simplify(q.translate(ctx)) for q in query]))
 
 
-def cvc5_check(text: str, timeout_ms: int = 60000) -> tuple[str, float]:
-    """cvc5's verdict on an SMT-LIB 2 script: "unsat", "sat" or "unknown", and its time."""
+def cvc5_check(
+    text: str, timeout_ms: int = 60000, options: dict[str, str] | None = None
+) -> tuple[str, float]:
+    """cvc5's verdict on an SMT-LIB 2 script: "unsat", "sat" or "unknown", and its time.
+    ``options``: cvc5 options by name (e.g. ``{"full-saturate-quant": "true"}``)."""
     import cvc5  # type: ignore[import-untyped]
 
     tm = cvc5.TermManager()
     slv = cvc5.Solver(tm)
     slv.setOption("tlimit-per", str(timeout_ms))
+    for k, v in (options or {}).items():
+        slv.setOption(k, v)
     if "(lambda (" in text:
         # (z3 reads a lambda as an array, cvc5 as a function: :func:`lift_lambdas` first)
         raise ValueError("the query has a lambda; export it with lift_lambdas")
@@ -145,15 +151,18 @@ def cvc5_check(text: str, timeout_ms: int = 60000) -> tuple[str, float]:
     return "unknown", dt
 
 
-def _cvc5_child(text: str, timeout_ms: int, out: Any) -> None:
+def _cvc5_child(text: str, timeout_ms: int, out: Any, options: dict[str, str] | None) -> None:
     try:
-        out.send(cvc5_check(text, timeout_ms))
+        out.send(cvc5_check(text, timeout_ms, options))
     except (ValueError, RuntimeError) as exc:  # cvc5 does not read the text
         out.send((f"refused ({str(exc)[:60]})", 0.0))
 
 
 def cvc5_check_bounded(
-    text: str, timeout_ms: int = 5000, grace_s: float = 5.0
+    text: str,
+    timeout_ms: int = 5000,
+    grace_s: float = 5.0,
+    options: dict[str, str] | None = None,
 ) -> tuple[str, float]:
     """:func:`cvc5_check` in a forked child, stopped ``grace_s`` after cvc5's own limit.
 
@@ -162,7 +171,7 @@ def cvc5_check_bounded(
     killed. A stopped child's answer is "unknown": never confirmed."""
     mp = multiprocessing.get_context("fork")
     recv, send = mp.Pipe(duplex=False)
-    proc = mp.Process(target=_cvc5_child, args=(text, timeout_ms, send), daemon=True)
+    proc = mp.Process(target=_cvc5_child, args=(text, timeout_ms, send, options), daemon=True)
     t0 = time.perf_counter()
     proc.start()
     send.close()
@@ -189,3 +198,127 @@ def z3_check(text: str, timeout_ms: int = 60000) -> tuple[str, float]:
     t0 = time.perf_counter()
     res = sol.check()
     return str(res), time.perf_counter() - t0
+
+
+# -- a second export of the same query, for the quantified ones cvc5 leaves unknown ---------
+
+
+def _fixed_constants(hyp: list[z3.BoolRef]) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
+    """``(x, c)`` for each hypothesis ``x == c``: an uninterpreted integer constant set
+    to a value (the call's kind, in a case split on it)."""
+    out = []
+    for h in hyp:
+        if z3.is_eq(h):
+            x, c = h.arg(0), h.arg(1)
+            if z3.is_int_value(x):
+                x, c = c, x
+            uninterpreted = z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED
+            if uninterpreted and z3.is_int_value(c):
+                out.append((x, c))
+    return out
+
+
+_FRESH = itertools.count()
+
+SPLIT_MAX = 64
+"""A goal is split into at most this many parts (past it, what is left stays whole)."""
+
+
+def split_goal(goal: z3.BoolRef, budget: int = SPLIT_MAX) -> list[z3.BoolRef]:
+    """``goal`` as formulas whose conjunction is equivalent to it, each as small as the
+    shapes below allow (at most ``budget`` of them):
+
+    * ``a and b``: the parts of a, then of b;
+    * ``p implies q``: ``p implies x`` for each part x of q;
+    * ``r or q`` with q splitting: ``r or x`` for each part x of q;
+    * ``if c then a else b`` (a formula): the parts of ``c implies a`` and ``not c implies b``;
+    * ``not (a or b)``: the parts of ``not a`` and of ``not b``;
+    * ``forall x. q``: ``forall x. y`` for each part y of q.
+    """
+    if budget <= 1:
+        return [goal]
+    parts: list[z3.BoolRef] = []
+    if z3.is_and(goal):
+        subs: list[z3.BoolRef] = list(goal.children())
+    elif z3.is_implies(goal):
+        p, q = goal.children()
+        return [z3.Implies(p, x) for x in split_goal(q, budget)]
+    elif z3.is_or(goal):
+        ch = goal.children()
+        for i, c in enumerate(ch):
+            xs = split_goal(c, budget)
+            if len(xs) > 1:
+                rest = ch[:i] + ch[i + 1 :]
+                subs = [z3.Or(*rest, x) for x in xs]
+                break
+        else:
+            return [goal]
+    elif z3.is_app_of(goal, z3.Z3_OP_ITE):
+        c, a, b = goal.children()
+        subs = [z3.Implies(c, a), z3.Implies(z3.Not(c), b)]
+    elif z3.is_not(goal) and z3.is_or(goal.arg(0)):
+        subs = [z3.Not(c) for c in goal.arg(0).children()]
+    elif z3.is_not(goal) and z3.is_implies(goal.arg(0)):
+        p, q = goal.arg(0).children()
+        subs = [p, z3.Not(q)]
+    elif z3.is_quantifier(goal) and goal.is_forall():
+        # (a fresh name each time: a nested binder of the same name is not captured)
+        xs = [
+            z3.Const(f"{goal.var_name(i)}!s{next(_FRESH)}", goal.var_sort(i))
+            for i in range(goal.num_vars())
+        ]
+        body = z3.substitute_vars(goal.body(), *reversed(xs))
+        inner = split_goal(body, budget)
+        if len(inner) == 1:
+            return [goal]
+        return [z3.ForAll(xs, y) for y in inner]
+    else:
+        return [goal]
+    for k, s in enumerate(subs):
+        left = budget - len(parts) - (len(subs) - k - 1)
+        parts += split_goal(s, max(1, left))
+    return parts
+
+
+def split_queries(hyp: list[z3.BoolRef], goal: z3.BoolRef) -> list[list[z3.BoolRef]]:
+    """The query ``hyp and not goal`` as queries that are all unsat iff it is: the
+    constants the hypothesis fixes (``x == c``) substituted everywhere (the equations
+    kept), then one query per formula of :func:`split_goal`. (A model of one of them is
+    a model of the whole query: each part follows from the goal.)"""
+    pairs = _fixed_constants(hyp)
+    if pairs:
+        hyp = [z3.simplify(z3.substitute(h, *pairs)) for h in hyp] + [x == c for x, c in pairs]
+        goal = z3.simplify(z3.substitute(goal, *pairs))
+    else:
+        goal = z3.simplify(goal)
+    return [[*hyp, z3.Not(g)] for g in split_goal(goal)]
+
+
+SPLIT_OPTIONS: tuple[dict[str, str], ...] = ({}, {"full-saturate-quant": "true"})
+"""cvc5's settings tried in turn on each part of a split query (the second, cvc5's
+exhaustive instantiation, settles parts where its default gives up as incomplete)."""
+
+
+def cvc5_confirm(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = 5000, split: bool = True
+) -> tuple[str, str]:
+    """cvc5's verdict on a query z3 proved, and how it was reached.
+
+    The whole query first (lambdas lifted); if cvc5 leaves it unknown, the same query
+    split (:func:`split_queries`), each part with each of :data:`SPLIT_OPTIONS` until one
+    says unsat (not when ``split`` is false). "unsat" only if every part is unsat; "sat"
+    if any part is sat (a disagreement); else the first part's other answer."""
+    v, _ = cvc5_check_bounded(to_smt2_lifted([*hyp, z3.Not(goal)]), timeout_ms)
+    if v in ("unsat", "sat") or not split:
+        return v, "whole"
+    parts = split_queries(hyp, goal)
+    for i, q in enumerate(parts):
+        text = to_smt2_lifted(q)
+        pv = "unknown"
+        for opts in SPLIT_OPTIONS:
+            pv, _ = cvc5_check_bounded(text, timeout_ms, options=opts)
+            if pv in ("unsat", "sat"):
+                break
+        if pv != "unsat":
+            return pv, f"split into {len(parts)}: part {i + 1} {pv}"
+    return "unsat", f"split into {len(parts)}"

@@ -497,3 +497,72 @@ def test_the_recorded_cvc5_row_tells_confirmed_unconfirmed_and_disagreement_apar
     bad = ("wrong", [x > 1], x > 5, "proved")
     row = runner.cvc5_recorded_row("t", [*rec, bad])
     assert row.status == "disagree" and not row.ok and "wrong" in row.replay
+
+
+def test_the_split_export_is_the_same_query_and_a_false_part_is_a_disagreement() -> None:
+    import z3
+
+    from kvpool.proofs import smtlib
+
+    x, y, k = z3.Ints("x y k")
+    a = z3.Array("a", z3.IntSort(), z3.IntSort())
+    i = z3.Int("i")
+    goal = z3.If(
+        x > 0,
+        z3.ForAll([i], z3.Implies(i >= 0, z3.And(a[i] >= 0, a[i] <= y))),
+        z3.Not(z3.Or(y < 0, z3.Implies(k == 1, x > y))),
+    )
+    parts = smtlib.split_goal(goal)
+    assert len(parts) >= 4
+    # the parts' conjunction is the goal: z3 proves the equivalence
+    same = z3.Solver()
+    same.add(z3.Not(z3.And(parts) == goal))
+    assert same.check() == z3.unsat
+    # a nested binder of the same name is not captured by the split
+    j = z3.Int("i")
+    nested = z3.ForAll([i], z3.And(a[i] > 0, z3.ForAll([j], z3.And(a[j] >= a[i], a[i] < 9))))
+    eq = z3.Solver()
+    eq.add(z3.Not(z3.And(smtlib.split_goal(nested)) == nested))
+    assert eq.check() == z3.unsat
+    # the fixed call kind is substituted (one branch of the If is left), the equation kept
+    qs = smtlib.split_queries([k == 1, x > 0, y >= x], z3.And(z3.If(k == 1, y > 0, y < 0), x < 9))
+    assert len(qs) == 2 and all("k" in str(q) and "y < 0" not in str(q) for q in qs)
+    # a proved goal (x in 1..3 ==> ...) is confirmed by cvc5 through the split ...
+    hyp = [k == 1, x > 0, x < 3, y == x + 1]
+    ok = z3.And(z3.If(k == 1, y > 1, y < 0), z3.Implies(x == 2, y == 3))
+    assert smtlib.cvc5_confirm(hyp, ok, 5000)[0] == "unsat"
+    # ... and a goal with one false part is sat, on the whole and on the split
+    wrong = z3.And(ok, y > 2)
+    assert smtlib.cvc5_confirm(hyp, wrong, 5000)[0] == "sat"
+    assert any(
+        smtlib.cvc5_check(smtlib.to_smt2_lifted(q))[0] == "sat"
+        for q in smtlib.split_queries(hyp, wrong)
+    )
+
+
+def _solver_pins(extras: dict[str, list[str]]) -> dict[str, set[str]]:
+    """Every requirement naming z3-solver or cvc5, by package: each must be ``==``."""
+    out: dict[str, set[str]] = {}
+    for reqs in extras.values():
+        for r in reqs:
+            name = r.split("=")[0].split(">")[0].split("<")[0].split("[")[0].strip()
+            if name in ("z3-solver", "cvc5"):
+                out.setdefault(name, set()).add(r.removeprefix(name))
+    return out
+
+
+def test_both_solvers_are_pinned_everywhere_and_installed_at_the_pin() -> None:
+    import tomllib
+    from importlib.metadata import version
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())[
+        "project"
+    ]
+    pins = _solver_pins(project["optional-dependencies"])
+    assert set(pins) == {"z3-solver", "cvc5"}
+    for name, specs in pins.items():
+        assert len(specs) == 1 and next(iter(specs)).startswith("=="), (name, specs)
+        assert version(name) == next(iter(specs)).removeprefix("=="), name
+    # the check can fail: a range is not a pin
+    loose = _solver_pins({"x": ["z3-solver>=4.13"], "y": ["z3-solver==5.4.1.0"]})
+    assert loose["z3-solver"] == {">=4.13", "==5.4.1.0"}

@@ -166,7 +166,7 @@ def test_proof_cells_say_which_bound_they_hold_in(monkeypatch: pytest.MonkeyPatc
         R("H satisfiable at N=3", "witness", fixed, (), "N=3", "witnessed", 0.0),
         R("z3 == spec", "differential", "differential", (), "60 states", "agree", 0.0),
     ]
-    monkeypatch.setattr(proofs, "run", lambda profile: rows)
+    monkeypatch.setattr(proofs, "run", lambda profile, **kw: rows)
     checks = {c.name: c for c in verify.run_proofs("fast")}
     assert checks["z3 BMC"].cells["INV-FREE"] == Cell("bounded", "N=4 k=4 lists<=2")
     assert checks[fixed].cells["INV-FREE"] == Cell("proved every k", "N=3..5")
@@ -177,7 +177,7 @@ def test_proof_cells_say_which_bound_they_hold_in(monkeypatch: pytest.MonkeyPatc
     # the second solver was not run in this stand-in: that is a failure, never a pass
     cvc5 = checks["cvc5 re-checks z3's proofs (SMT-LIB 2)"]
     assert (cvc5.ok, cvc5.summary) == (False, "not run")
-    assert checks["fixed-N hypotheses: witnesses replayed on the spec"].ok
+    assert checks["every hypothesis satisfiable: witnesses decoded and replayed"].ok
 
 
 def test_a_counting_invariant_is_proved_every_n_only_by_its_own_row(
@@ -205,14 +205,14 @@ def test_a_counting_invariant_is_proved_every_n_only_by_its_own_row(
         0.0,
     )
     for rows in ([perm, own], [own, perm]):  # in either order
-        monkeypatch.setattr(proofs, "run", lambda profile, rows=rows: rows)
+        monkeypatch.setattr(proofs, "run", lambda profile, rows=rows, **kw: rows)
         cells = {c.name: c for c in verify.run_proofs("fast")}["z3 induction"].cells
         assert cells["INV-CONSERVE"].status == "proved every N"
     # its own row not proved: failed, never proved
     bad = R(
         own.obligation, "inductive", "z3 induction", ("INV-CONSERVE",), "every N", "unknown", 0.0
     )
-    monkeypatch.setattr(proofs, "run", lambda profile: [perm, bad])
+    monkeypatch.setattr(proofs, "run", lambda profile, **kw: [perm, bad])
     cells = {c.name: c for c in verify.run_proofs("fast")}["z3 induction"].cells
     assert cells["INV-CONSERVE"].status == "failed"
 
@@ -243,7 +243,7 @@ def test_a_rule_proved_every_n_is_marked_so_and_a_fixed_n_only_rule_is_named(
             0.0,
         ),
     ]
-    monkeypatch.setattr(proofs, "run", lambda profile: rows)
+    monkeypatch.setattr(proofs, "run", lambda profile, **kw: rows)
     check = {c.name: c for c in verify.run_proofs("fast")}["z3 induction"]
     assert check.cells["ORD-UNPIN"] == Cell("proved every N", "every N, one step")
     assert "RES-CACHED: fixed-N-only" in check.summary

@@ -500,14 +500,13 @@ class BlockPool:
         mark = self._weak_self
         # One pass checks, counts and unlinks. A free block it meets leaves the queue
         # at once, through the queue's own ``_remove`` (the method the refinement proof
-        # covers), one call per such block as vLLM makes; its emptied links then keep
-        # what a refusal needs: ``prev_free_block`` the neighbour it followed, and
-        # ``next_free_block`` the block unlinked before it (``unlinked`` is the newest).
-        # A refusal relinks that chain newest first, the exact reverse of the
-        # unlinking ("dancing links", ``_undo_touch``); after the pass the links are
-        # emptied again. Nothing is allocated: a list of the blocks to unlink after the
-        # pass cost 0.05-0.1 of touch's time here (benchmarks/vllm_paths.py, 12-05).
-        unlinked: KVCacheBlock | None = None
+        # covers), one call per such block as vLLM makes, and keeps in its emptied
+        # ``prev_free_block`` the neighbour it followed: a refusal puts the blocks back
+        # after those neighbours newest first, the exact reverse of the unlinking
+        # ("dancing links", ``_undo_touch``); after the pass the link is emptied again.
+        # Nothing is allocated: a list of the blocks to unlink after the pass cost 0.05
+        # of touch's time or more here (benchmarks/vllm_paths.py, 12-05).
+        unlinked = False
         block: Any = None
         try:
             for block in blocks:
@@ -522,11 +521,10 @@ class BlockPool:
                     prev = block.prev_free_block
                     self.free_block_queue._remove(block)
                     block.prev_free_block = prev
-                    block.next_free_block = unlinked
-                    unlinked = block
+                    unlinked = True
                 block.ref_cnt = ref_cnt + 1
         except BaseException as exc:
-            self._undo_touch(blocks, block, unlinked)
+            self._undo_touch(blocks, block)
             if not isinstance(exc, Exception):
                 raise
             # Something is not ours (or not a block): the full check names it, or (the
@@ -535,11 +533,12 @@ class BlockPool:
             # would then recurse instead of touching what the check accepted.
             self._touch_checked(self._own(blocks, null_ok=True))
             return
-        while unlinked is not None:  # out of the queue: no links (INV-LIST)
-            block = unlinked.next_free_block
-            unlinked.prev_free_block = None
-            unlinked.next_free_block = None
-            unlinked = block
+        if unlinked:
+            # Out of the queue: no links (INV-LIST). A block in use has none already;
+            # ``next_free_block`` is left as ``_remove`` left it.
+            for block in blocks:
+                if block.prev_free_block is not None:
+                    block.prev_free_block = None
         if self.metrics_collector:
             self._metrics_accessed(blocks)
 
@@ -550,30 +549,30 @@ class BlockPool:
             if not block.is_null:
                 collector.on_block_accessed(block)
 
-    def _undo_touch(self, entries: list[Any], failed: Any, unlinked: KVCacheBlock | None) -> None:
+    def _undo_touch(self, entries: list[Any], failed: Any) -> None:
         """Give back what ``touch`` did before ``failed``'s first appearance.
 
         Every entry before it passed the ownership test, so is this pool's block; the
         first entry to fail is the first appearance of ``failed``, since an entry that
         fails the test fails it every time. (Counting entries instead costs a tenth
         of touch's time on lists of in-use blocks, measured by benchmarks/vllm_paths.py.)
-        The blocks ``touch`` unlinked go back newest first, each after the neighbour it
-        kept: undone in the reverse order of the unlinking, each finds that neighbour's
-        next is the block that followed it then, so the queue is exactly as it was.
+        The blocks ``touch`` unlinked are those of them with a ``prev_free_block`` (a
+        block in use has none), unlinked in the order they first appear. They go back
+        newest first, each after the neighbour it kept: undone in the reverse order of
+        the unlinking, each finds that neighbour's next is the block that followed it
+        then, so the queue is exactly as it was.
         """
-        relinked = 0
-        while unlinked is not None:
-            chained = unlinked.next_free_block
-            prev = unlinked.prev_free_block
-            nxt = prev.next_free_block  # type: ignore[union-attr]
-            unlinked.next_free_block = nxt
-            nxt.prev_free_block = unlinked  # type: ignore[union-attr]
-            prev.next_free_block = unlinked  # type: ignore[union-attr]
-            unlinked = chained
-            relinked += 1
-        self.free_block_queue.num_free_blocks += relinked
         stop = next((i for i, e in enumerate(entries) if e is failed), len(entries))
-        for block in entries[:stop]:
+        done = entries[:stop]
+        unlinked = list({id(b): b for b in done if b.prev_free_block is not None}.values())
+        for block in reversed(unlinked):
+            prev = block.prev_free_block
+            nxt = prev.next_free_block
+            block.next_free_block = nxt
+            nxt.prev_free_block = block
+            prev.next_free_block = block
+        self.free_block_queue.num_free_blocks += len(unlinked)
+        for block in done:
             if not block.is_null:
                 block.ref_cnt -= 1
 

@@ -273,8 +273,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "                    prev = block.prev_free_block\n"
                 "                    self.free_block_queue._remove(block)\n"
                 "                    block.prev_free_block = prev\n"
-                "                    block.next_free_block = unlinked\n"
-                "                    unlinked = block\n",
+                "                    unlinked = True\n",
                 "                    pass\n",
             ),
         ),

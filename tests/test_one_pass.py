@@ -87,10 +87,8 @@ def test_a_touch_rollback_that_stops_one_entry_short_is_caught(
     """Seeded bug: the rollback takes the failing entry's index as the count of entries done."""
     original = BlockPool._undo_touch
 
-    def one_short(
-        self: BlockPool, entries: list[KVCacheBlock], failed: object, unlinked: object
-    ) -> None:
-        original(self, entries, failed, unlinked)  # type: ignore[arg-type]
+    def one_short(self: BlockPool, entries: list[KVCacheBlock], failed: object) -> None:
+        original(self, entries, failed)
         stop = next(i for i, e in enumerate(entries) if e is failed)
         if not entries[stop - 1].is_null:
             entries[stop - 1].ref_cnt += 1  # the last entry done keeps its reference
@@ -104,30 +102,23 @@ def test_a_touch_rollback_that_stops_one_entry_short_is_caught(
     assert snapshot(pool) != before
 
 
-def oldest_first(
-    self: BlockPool, entries: list[KVCacheBlock], failed: object, unlinked: object
-) -> None:
+def oldest_first(self: BlockPool, entries: list[KVCacheBlock], failed: object) -> None:
     """Seeded bug: the unlinked blocks go back oldest first (not the reverse of the unlinking)."""
-    chain: list[KVCacheBlock] = []
-    while unlinked is not None:
-        chain.append(unlinked)  # type: ignore[arg-type]
-        unlinked = unlinked.next_free_block  # type: ignore[attr-defined]
-    for block in reversed(chain):  # the bug: oldest first
+    stop = next((i for i, e in enumerate(entries) if e is failed), len(entries))
+    unlinked = list({id(b): b for b in entries[:stop] if b.prev_free_block is not None}.values())
+    for block in unlinked:  # the bug: oldest first
         prev = block.prev_free_block
         nxt = prev.next_free_block  # type: ignore[union-attr]
         block.next_free_block = nxt
         nxt.prev_free_block = block  # type: ignore[union-attr]
         prev.next_free_block = block  # type: ignore[union-attr]
-    self.free_block_queue.num_free_blocks += len(chain)
-    stop = next((i for i, e in enumerate(entries) if e is failed), len(entries))
+    self.free_block_queue.num_free_blocks += len(unlinked)
     for block in entries[:stop]:
         if not block.is_null:
             block.ref_cnt -= 1
 
 
-def forgets_unlinked(
-    self: BlockPool, entries: list[KVCacheBlock], failed: object, unlinked: object
-) -> None:
+def forgets_unlinked(self: BlockPool, entries: list[KVCacheBlock], failed: object) -> None:
     """Seeded bug: the rollback of the old two-step touch, which had unlinked nothing yet."""
     stop = next((i for i, e in enumerate(entries) if e is failed), len(entries))
     for block in entries[:stop]:

@@ -254,6 +254,48 @@ def fixedn_section(quick: bool) -> dict[str, Any]:
     }
 
 
+def eventseq_section(quick: bool) -> dict[str, Any]:
+    """The event log as a sequence and the watchers' firing point (proofs/eventseq.py),
+    per N: the default profile's N, then the deep profile's (not with --quick)."""
+    from kvpool.proofs import eventseq
+    from kvpool.proofs.runner import PROFILES
+
+    default = PROFILES["default"]["eventseq"]
+    deep = PROFILES["deep"]["eventseq"]
+    ns = default if quick else deep
+    rows = [
+        "| N | profile | all proved | INV-EVENTS (seq) s | EVENT-LOG s | FIRE-POINT s "
+        "| wall seconds |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    total = 0.0
+    for n in ns:
+        start = time.perf_counter()
+        res = eventseq.rows((n,), 300000)
+        wall = time.perf_counter() - start
+        if n in default:
+            total += wall
+        rows.append(
+            f"| {n} | {'default' if n in default else 'deep'} | "
+            f"{'yes' if all(r['status'] == 'proved' for r in res) else 'NO'} | "
+            + " | ".join(f"{r['seconds']:.1f}" for r in res)
+            + f" | {wall:.1f} |"
+        )
+    start = time.perf_counter()
+    muts = eventseq.mutant_rows(3, 60000)
+    mwall = time.perf_counter() - start
+    refuted = sum(r["status"] == "expected-refuted" for r in muts)
+    return {
+        "markdown": "INV-EVENTS over the event log as a sequence, EVENT-LOG and FIRE-POINT "
+        "(`kvpool.proofs.eventseq.rows((N,), 300000)`: init and every step case), for "
+        "every k at each N:\n\n"
+        + "\n".join(rows)
+        + f"\n\nThe default profile's N ({default[0]}..{default[-1]}) take {total:.1f} s of "
+        f"wall time in all; its {len(muts)} mutants (`eventseq.mutant_rows(3, 60000)`: "
+        f"refuted and replayed on the spec) {mwall:.1f} s, {refuted} of {len(muts)} refuted."
+    }
+
+
 def search_power_section(quick: bool) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     import search_power
@@ -271,6 +313,7 @@ SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "search_power": search_power_section,
     "proofs": proofs_section,
     "fixedn": fixedn_section,
+    "eventseq": eventseq_section,
     "walltime": walltime_section,
 }
 
@@ -434,6 +477,7 @@ def render(results: dict[str, Any]) -> str:
         ("search_power", "Search power"),
         ("proofs", "Proof reach"),
         ("fixedn", "Proof reach: fixed-N induction and the second solver"),
+        ("eventseq", "Proof reach: the event log as a sequence, watchers that call back"),
     ):
         section = results.get(name)
         if section and section.get("markdown"):

@@ -24,9 +24,10 @@ from .block import KVCacheBlock
 from .bridge import abstract, check_invariants, default_watcher_id, inv_list, inv_list_of
 from .free_queue import FreeKVCacheBlockQueue
 from .hash_map import BlockHashToBlockMap
-from .pool import BlockPool
+from .pool import INT_HASHES_SETTING, BlockPool, external_block_hash, int_event_hashes
 
 __all__ = [
+    "INT_HASHES_SETTING",
     "AllBlocksCleared",
     "AlreadyCached",
     "BlockHashToBlockMap",
@@ -47,6 +48,8 @@ __all__ = [
     "abstract",
     "check_invariants",
     "default_watcher_id",
+    "external_block_hash",
+    "int_event_hashes",
     "inv_list",
     "inv_list_of",
 ]

@@ -16,7 +16,7 @@ call the unchecked ``_`` methods, which vLLM's queue matches step for step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from kvpool.spec.errors import InsufficientFreeBlocks, InvalidArgument
 
@@ -224,6 +224,32 @@ class FreeKVCacheBlockQueue:
             out.append(node)
             node = node.next_free_block
         return out
+
+    def iter_blocks_after(self, cursor: KVCacheBlock | None) -> Iterator[KVCacheBlock]:
+        """The free blocks after ``cursor`` (all of them for None), front first, read lazily.
+
+        vLLM's (its CPU offload manager walks the queue with it). A cursor that is in
+        no list yields nothing, as in vLLM; the walk reads each link when it gets
+        there, so a change to the queue meanwhile shows, as in vLLM. Stricter: a
+        cursor that is not a block is ``InvalidArgument`` at the call, and the walk
+        never yields a sentinel (it stops at the first node without a next link:
+        vLLM, given a block of another queue, would yield that queue's tail).
+
+        raises: InsufficientFreeBlocks, InvalidArgument
+        """
+        if cursor is None:
+            start = self.fake_free_list_head.next_free_block
+        elif type(cursor) is KVCacheBlock:
+            start = cursor.next_free_block
+        else:
+            raise InvalidArgument(f"cursor must be a block or None, got {cursor!r}")
+        return self._walk_from(start)
+
+    def _walk_from(self, node: KVCacheBlock | None) -> Iterator[KVCacheBlock]:
+        tail = self.fake_free_list_tail
+        while node is not None and node is not tail and node.next_free_block is not None:
+            yield node
+            node = node.next_free_block
 
     def __len__(self) -> int:
         return self.num_free_blocks

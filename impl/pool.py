@@ -18,6 +18,9 @@ call back into the pool, and one that raises is reported through
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib
+import os
 import sys
 from collections import Counter
 from collections.abc import Hashable, Iterable
@@ -93,11 +96,55 @@ def _block_hashes(request: Any) -> Any:
     return hashes
 
 
-def _spec_request(request: Any) -> Request:
-    """What the events read of a duck-typed vLLM request, as the spec's plain data."""
+def embedding_rows(embeds: Any, lo: int = 0, hi: int | None = None) -> tuple[bytes, ...]:
+    """The raw bytes of each row (prompt position) of a prompt-embedding tensor.
+
+    vLLM hashes a block's slice of the tensor as ``tensor_data`` reads it: flattened,
+    on the CPU, contiguous, viewed as uint8; the rows here split those bytes evenly,
+    so the rows ``start:end`` joined are that slice's bytes. A torch tensor is read
+    that way; anything else with the buffer protocol (a NumPy array, a memoryview
+    with a shape) as its C-order bytes; a tuple of bytes (the spec's form) is the rows
+    themselves. Anything else is ``InvalidArgument``.
+
+    Only rows ``lo:hi`` (all for ``hi`` None) are read, so an event costs its blocks'
+    share of the tensor; the others are given as ``b""``, which no digest of the
+    event reads.
+    """
+    if type(embeds) is tuple and all(type(row) is bytes for row in embeds):
+        return embeds  # the rows already, as the spec's request carries them
     try:
-        if getattr(request, "prompt_embeds", None) is not None:
-            raise InvalidArgument("events for requests with prompt embeddings are not supported")
+        n = len(embeds)
+        lo = min(max(lo, 0), n)
+        hi = n if hi is None else min(max(hi, lo), n)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(embeds, torch.Tensor):
+            part = embeds[lo:hi].flatten().cpu().contiguous().view(torch.uint8)
+            data = bytes(part.numpy().data)
+        else:
+            view = memoryview(embeds)
+            if not view.ndim:
+                raise TypeError("a 0-dimensional buffer")
+            try:
+                data = memoryview(embeds[lo:hi]).tobytes()
+            except NotImplementedError:  # a memoryview of several dimensions
+                data = view.tobytes()[lo * view.nbytes // n : hi * view.nbytes // n]
+    except Exception as exc:
+        raise InvalidArgument(
+            f"prompt_embeds must be a tensor or buffer of one row per position: {exc}"
+        ) from None
+    size = len(data) // (hi - lo) if hi > lo else 0
+    rows = tuple(data[i * size : (i + 1) * size] for i in range(hi - lo))
+    return (b"",) * lo + rows + (b"",) * (n - hi)
+
+
+def _spec_request(request: Any, lo: int = 0, hi: int | None = None) -> Request:
+    """What the events read of a duck-typed vLLM request, as the spec's plain data.
+
+    ``lo:hi``: the positions whose prompt embeddings the events read (all for None).
+    """
+    try:
+        embeds = getattr(request, "prompt_embeds", None)
+        rows = None if embeds is None else embedding_rows(embeds, lo, hi)
         lora_request = request.lora_request
         lora = None
         if lora_request:
@@ -114,6 +161,7 @@ def _spec_request(request: Any) -> Request:
             mm,
             getattr(request, "cache_salt", None),
             getattr(request, "session_id", None),
+            rows,
         )
     except (AttributeError, TypeError) as exc:
         raise InvalidArgument(f"{request!r} is not a request the pool can read: {exc}") from None
@@ -126,12 +174,66 @@ def _vllm_event_module() -> Any:
     """``vllm.distributed.kv_events`` if vLLM is installed, else None (looked up once)."""
     if not _VLLM_EVENTS:
         try:
-            import importlib
-
             _VLLM_EVENTS.append(importlib.import_module("vllm.distributed.kv_events"))
         except Exception:
             _VLLM_EVENTS.append(None)
     return _VLLM_EVENTS[0]
+
+
+INT_HASHES_SETTING = "VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"
+"""vLLM's setting: events carry each block hash as the low 64 bits of its bytes (an int)."""
+
+
+def int_event_hashes(with_vllm: bool) -> bool:
+    """Whether a pool built now puts block hashes into its events as vLLM's ints.
+
+    ``with_vllm`` (vLLM is importable, so the events are vLLM's own classes): read
+    through vLLM's ``vllm.envs``, exactly as vLLM reads it (its default, on; its
+    parse, ``bool(int(value))``; its cache once an engine has frozen the settings).
+    Otherwise (the spec's look-alike events) from ``os.environ``, parsed the same
+    way, but off when unset: without vLLM the events are the spec's, whose hashes
+    are bytes. A value vLLM cannot parse is ``InvalidArgument``.
+    """
+    if with_vllm:
+        try:
+            envs = importlib.import_module("vllm.envs")
+        except Exception:
+            envs = None
+        if envs is not None:
+            try:
+                return bool(getattr(envs, INT_HASHES_SETTING))
+            except ValueError as exc:
+                raise InvalidArgument(f"{INT_HASHES_SETTING}: {exc}") from None
+    raw = os.environ.get(INT_HASHES_SETTING)
+    if raw is None:
+        return False
+    try:
+        return bool(int(raw))
+    except ValueError:
+        raise InvalidArgument(
+            f"{INT_HASHES_SETTING} must be an integer (vLLM reads int(value)), got {raw!r}"
+        ) from None
+
+
+def external_block_hash(block_hash: bytes) -> int:
+    """A block hash in vLLM's int form: its bytes read big-endian, the low 64 bits kept."""
+    return int.from_bytes(block_hash, byteorder="big") & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _int_hashes(event: Event) -> Event:
+    """``event`` with its vLLM block hashes as ints (an event of opaque keys unchanged)."""
+    if isinstance(event, BlockStored) and event.block_hashes is not None:
+        parent = event.parent_block_hash
+        return dataclasses.replace(
+            event,
+            block_hashes=cast(Any, tuple(external_block_hash(h) for h in event.block_hashes)),
+            parent_block_hash=cast(Any, None if parent is None else external_block_hash(parent)),
+        )
+    if isinstance(event, BlockRemoved) and event.block_hashes is not None:
+        return dataclasses.replace(
+            event, block_hashes=cast(Any, tuple(external_block_hash(h) for h in event.block_hashes))
+        )
+    return event
 
 
 def _to_vllm(module: Any, event: Event, medium: str) -> Any:
@@ -263,6 +365,11 @@ class BlockPool:
             )
         if type(medium) is not str:
             raise InvalidArgument(f"medium must be a str, got {medium!r}")
+        # vLLM's own event classes when vLLM is importable, else the spec's look-alikes;
+        # the hash form is read once, here, so that a setting vLLM cannot parse is
+        # refused before anything exists (vLLM reads it at every event).
+        vllm_events = _vllm_event_module() if enable_kv_cache_events else None
+        int_hashes = enable_kv_cache_events and int_event_hashes(vllm_events is not None)
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.hash_block_size = hash_block_size
@@ -293,11 +400,18 @@ class BlockPool:
         self._next_pending_order = 0
         self._watch_registered = 0
         self._watch_fired = 0
+        # The events not yet taken, as ``take_events`` hands them out: vLLM's live list,
+        # which callers may read, append to (vLLM's CPU offload manager announces the
+        # keys it inserts there) or replace (a subclass may make it another pool's).
+        self.kv_event_queue: list[Any] = []
+        # The same events as the spec's data (what the bridge reads as the pending log):
+        # those this pool appended to the list ``_events_queue`` since it was last empty.
         self._events: list[Event] = []
+        self._events_queue: list[Any] | None = None
         # What a consumer that read every event so far believes (INV-EVENTS).
         self._event_view: set[Hashable] = set()
-        # vLLM's own event classes when vLLM is importable, else the spec's look-alikes.
-        self._vllm_events = _vllm_event_module() if enable_kv_cache_events else None
+        self._vllm_events = vllm_events
+        self._int_event_hashes = int_hashes
 
     # -- allocation ---------------------------------------------------------------
 
@@ -760,6 +874,41 @@ class BlockPool:
             holders[block.block_id] = block
         return True
 
+    def _insert_block_hash(
+        self, block_hash_with_group_id: bytes, block: KVCacheBlock, num_tokens: int | None
+    ) -> None:
+        """vLLM's helper, which its CPU offload manager calls: ``block`` holds the key too.
+
+        As vLLM: nothing if ``block`` holds the key already; else it becomes the block's
+        primary key (with ``num_tokens``) if it has none, or a further entry; no event
+        is logged: vLLM's caller announces the key itself, by appending its own
+        ``BlockStored`` to ``kv_event_queue``, so the key joins the consumers' view
+        here (INV-EVENTS). Stricter than vLLM: the key must be in vLLM's form (bytes
+        longer than the 4-byte group id), ``num_tokens`` None or an int >= 1, and
+        ``block`` this pool's, not the null block, in use (else ``InvalidArgument``,
+        ``ForeignBlock``, ``NullBlockMisuse``, ``BlockNotInUse``), with caching on
+        (``CachingDisabled``); a refusal changes nothing.
+
+        raises: InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow, ForeignBlock, NullBlockMisuse, CachingDisabled, AlreadyCached, BlockNotInUse
+        post: block.block_hash == block_hash_with_group_id or block_hash_with_group_id in self._entries.get(block.block_id, ())
+        """  # noqa: E501
+        key = block_hash_with_group_id
+        if type(key) is not bytes or len(key) <= GROUP_ID_BYTES:
+            raise InvalidArgument(
+                f"key {_show(key)} is not a block hash followed by a {GROUP_ID_BYTES}-byte group id"
+            )
+        if num_tokens is not None and (type(num_tokens) is not int or num_tokens < 1):
+            raise InvalidArgument(
+                f"num_tokens must be None or an int >= 1, got {_show(num_tokens)}"
+            )
+        self._mine(block)
+        if block.is_null:
+            raise NullBlockMisuse(f"block {block.block_id} is the null block")
+        self._need_caching()
+        self._cacheable(block, set())
+        if self._insert(key, block, num_tokens) and self.enable_kv_cache_events:
+            self._event_view.add(key)
+
     def _sizes(self, block_size: Any, group: Any) -> None:
         if type(block_size) is not int or block_size < 1 or block_size % self.hash_block_size:
             raise InvalidArgument(
@@ -864,7 +1013,13 @@ class BlockPool:
                 raise InvalidArgument(f"block hash {h!r} is not bytes")
             todo.append((i, blk, h))
         events = self.enable_kv_cache_events
-        spec_req = _spec_request(request) if events else None  # read before any change
+        spec_req = (  # read before any change
+            _spec_request(
+                request, nc * block_size, nf * block_size + self.num_hash_lookahead_tokens
+            )
+            if events
+            else None
+        )
         suffix = kv_cache_group_id.to_bytes(GROUP_ID_BYTES, "big")
         keys: list[Hashable] = []
         for i, blk, h in todo:
@@ -968,7 +1123,9 @@ class BlockPool:
             return False
         if self.enable_kv_cache_events:
             try:
-                spec_req = _spec_request(request)
+                spec_req = _spec_request(
+                    request, nc * block_size, nf * block_size + self.num_hash_lookahead_tokens
+                )
             except BaseException:
                 self._uncache_last(entries[nc:nf])
                 raise
@@ -1036,7 +1193,11 @@ class BlockPool:
         parent = hashes[m - 2] if m > 1 else None
         if type(h) is not bytes or (parent is not None and type(parent) is not bytes):
             raise InvalidArgument("the request's block hashes must be bytes")
-        spec_req = _spec_request(request) if self.enable_kv_cache_events else None
+        spec_req = (
+            _spec_request(request, n - hsz, n + self.num_hash_lookahead_tokens)
+            if self.enable_kv_cache_events
+            else None
+        )
         key = h + kv_cache_group_id.to_bytes(GROUP_ID_BYTES, "big")
         holders = self._index.get(key)
         held = block._block_hash == key or (holders is not None and block.block_id in holders)
@@ -1121,7 +1282,7 @@ class BlockPool:
             stored_event(
                 self.num_hash_lookahead_tokens,
                 self.medium,
-                _spec_request(request),
+                _spec_request(request, 0, n * block_size + self.num_hash_lookahead_tokens),
                 held,
                 chosen,
                 None,
@@ -1374,7 +1535,16 @@ class BlockPool:
             raise interrupt
 
     def _log(self, event: Event) -> None:
+        """Append ``event`` to ``kv_event_queue`` in the form handed out, and to the spec log."""
+        queue = self.kv_event_queue
+        if queue is not self._events_queue or not queue:  # taken, replaced or emptied
+            self._events = []
+            self._events_queue = queue
         self._events.append(event)
+        out: Any = _int_hashes(event) if self._int_event_hashes else event
+        if self._vllm_events is not None:
+            out = _to_vllm(self._vllm_events, out, self.medium)
+        queue.append(out)
         try:
             apply_event(self._event_view, event)
         except Exception:  # a key that no longer hashes: ``_forget`` has dropped it
@@ -1382,25 +1552,21 @@ class BlockPool:
                 raise
 
     def take_events(self) -> list[Any]:
-        """The events logged since the last call, oldest first (``[]`` when events are off).
+        """Every event in ``kv_event_queue``, oldest first, which starts again empty.
+
+        ``[]`` when events are off. The events are vLLM's own classes when vLLM is
+        importable, else the spec's; their block hashes are vLLM's ints when
+        ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES`` says so (see :func:`int_event_hashes`).
 
         post: self._events == []
         post: self.enable_kv_cache_events or __return__ == []
         """
         if not self.enable_kv_cache_events:
             return []
-        events = self._events
+        events = self.kv_event_queue
+        self.kv_event_queue = []
         self._events = []
-        if self._vllm_events is not None:
-            return [_to_vllm(self._vllm_events, e, self.medium) for e in events]
         return events
-
-    @property
-    def kv_event_queue(self) -> list[Any]:
-        """The events not yet taken, in the form ``take_events`` returns them (a copy)."""
-        if self._vllm_events is not None:
-            return [_to_vllm(self._vllm_events, e, self.medium) for e in self._events]
-        return list(self._events)
 
     # -- queries ------------------------------------------------------------------------
 

@@ -106,8 +106,20 @@ _MARK = {
 
 EVERY_N_LEMMAS = ("INV-REF", "INV-FREE", "INV-NULL", "INV-CACHE", "INV-EVENTS")
 """The invariants z3's every-N induction reaches in the spec's own words (a lemma
-``S => INV-X`` is proved for each). INV-CONSERVE and INV-WATCH count blocks: their
-strengthenings (PERM, WATCH-PER-BLOCK) are proved for every N, the sum is on paper."""
+``S => INV-X`` is proved for each)."""
+EVERY_N_OWN_ROW = (
+    "INV-CONSERVE",
+    "INV-WATCH",
+    "ORD-HANDOUT",
+    "ORD-RELEASE",
+    "ORD-UNPIN",
+    "WATCH-FIRE",
+    "ERR-ATOMIC",
+)
+"""Proved for every N by a row that names that row alone: the invariants that count
+blocks (their sums carried as ghost arrays defined by their recurrence,
+``proofs/counting.py``) and the step rules (``proofs/steprules.py``). A row of the
+counting invariants' strengthenings (PERM, WATCH-PER-BLOCK) alone leaves them partial."""
 
 
 @dataclass
@@ -305,6 +317,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     """The proofs runner's rows as checks: one per technique, and the extras
     (differential, witnesses, second solver) that fill no column."""
     from kvpool.proofs import runner as proofs
+    from kvpool.proofs.eventseq import SEQ_MUTANTS
 
     checks: dict[str, Check] = {}
     for technique in (
@@ -321,6 +334,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         "second solver": Check("cvc5 re-checks z3's proofs (SMT-LIB 2)", None, True, "", 0.0),
     }
     fixed_ns: dict[str, list[int]] = {}
+    scope: dict[str, list[str]] = {}
+    fixed_seq: dict[str, list[int]] = {}
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     for r in rows:
@@ -353,6 +368,9 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         check = checks.get(r.technique)
         if check is None:
             continue
+        if r.kind == "scope":  # a rule the technique does not state, and why
+            scope.setdefault(r.technique, []).append(f"{r.invariants[0]}: {r.status}")
+            continue
         check.seconds += r.seconds
         if r.technique == proofs.SOURCE_TECHNIQUE and r.kind == "refinement":
             n_methods[r.ok] = n_methods.get(r.ok, 0) + 1
@@ -369,9 +387,11 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                     check.ok = False
                     check.summary += f" NOT refuted: {name} ({r.status})"
                 continue
-            check.caught[f"spec:{name}"] = check.caught.get(f"spec:{name}", False) or r.ok
+            # (the event-log and firing-point mutants exist in the encoding only)
+            key = f"encoding:{name}" if name in SEQ_MUTANTS else f"spec:{name}"
+            check.caught[key] = check.caught.get(key, False) or r.ok
             if r.ok:
-                check.evidence.setdefault(f"spec:{name}", ", ".join(r.invariants))
+                check.evidence.setdefault(key, ", ".join(r.invariants))
             if not r.ok:
                 check.ok = False
             continue
@@ -386,14 +406,25 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             if cell is not None and cell.status == "failed":
                 continue
             if r.kind == "fixed-N":
-                fixed_ns.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
-                ns = sorted(fixed_ns[inv])
-                check.cells[inv] = Cell("proved every k", f"N={ns[0]}..{ns[-1]}")
+                # (eventseq's rows -- the log as a sequence, the firing point -- reach
+                # their own N: named apart in the cell)
+                seq = "event log a sequence" in r.bounds
+                by_n = fixed_seq if seq else fixed_ns
+                by_n.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
+                ns, sq = sorted(fixed_ns.get(inv, [])), sorted(fixed_seq.get(inv, []))
+                detail = ", ".join(
+                    ([f"N={ns[0]}..{ns[-1]}"] if ns else [])
+                    + ([f"as a sequence/firing point N={sq[0]}..{sq[-1]}"] if sq else [])
+                )
+                check.cells[inv] = Cell("proved every k", detail)
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
                     check.cells[inv] = Cell("proved every N", "every N")
-                else:
-                    check.cells[inv] = Cell("partial", "per-block/permutation form; sum on paper")
+                elif inv in EVERY_N_OWN_ROW and r.invariants == (inv,):
+                    how = "sums as ghost arrays" if inv.startswith("INV-") else "one step"
+                    check.cells[inv] = Cell("proved every N", f"every N, {how}")
+                elif cell is None or cell.status != "proved every N":
+                    check.cells[inv] = Cell("partial", "per-block/permutation form only")
             elif r.kind == "refinement" and r.technique == proofs.SOURCE_TECHNIQUE:
                 check.cells[inv] = Cell("proved every N", source_detail())
             elif r.kind == "refinement":
@@ -415,6 +446,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         check.summary = (
             f"{n_ok} rows {'proved' if check.technique != 'z3 BMC' else 'bounded'}, "
             f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"
+            + "".join(f"; {note}" for note in scope.get(check.technique or "", []))
         )
     if diff_catches:
         extra = extras["differential"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import CellType, FunctionType, ModuleType
 from typing import Any
 
 VLLM_VERSION = "0.33.0"
@@ -80,12 +80,43 @@ def _import(name: str) -> ModuleType | str:
         return f"{type(exc).__name__}: {exc}"
 
 
+def _rebind_class_cell(fn: Any, old: type, new: type) -> Any:
+    """``fn`` with its ``__class__`` cell (what zero-argument ``super()`` reads) naming ``new``.
+
+    A method of ``old`` that calls ``super()`` finds its class in that cell; copied
+    into the rebuilt class unchanged, it would still name ``old``, and ``super()``
+    would refuse every instance of the rebuilt class. Anything else is returned as is.
+    """
+    if isinstance(fn, staticmethod | classmethod):
+        return type(fn)(_rebind_class_cell(fn.__func__, old, new))
+    if isinstance(fn, property):
+        get, set_, delete = (_rebind_class_cell(f, old, new) for f in (fn.fget, fn.fset, fn.fdel))
+        return property(get, set_, delete, fn.__doc__)
+    code = getattr(fn, "__code__", None)
+    if not isinstance(fn, FunctionType) or code is None or "__class__" not in code.co_freevars:
+        return fn
+    cells = list(fn.__closure__ or ())
+    i = code.co_freevars.index("__class__")
+    if cells[i].cell_contents is not old:
+        return fn
+    cells[i] = CellType(new)
+    out = FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, tuple(cells))
+    out.__kwdefaults__ = fn.__kwdefaults__
+    out.__dict__.update(fn.__dict__)
+    out.__qualname__, out.__doc__, out.__module__ = fn.__qualname__, fn.__doc__, fn.__module__
+    return out
+
+
 def _rebase(cls: type, base: type, original_base: type) -> type:
     """``cls`` (a subclass of vLLM's pool) rebuilt with kvpool's pool in its base's place."""
     bases = tuple(base if b is original_base else b for b in cls.__bases__)
     body = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
     rebuilt = type(cls.__name__, bases, body)
     rebuilt.__qualname__ = cls.__qualname__
+    for name, value in body.items():
+        fixed = _rebind_class_cell(value, cls, rebuilt)
+        if fixed is not value:
+            setattr(rebuilt, name, fixed)
     return rebuilt
 
 

@@ -640,18 +640,29 @@ def vectors_check(where: str | None, **kw: Any) -> None:
 @_limit_options()
 def vectors_run(target_name: str, where: str | None, call_timeout: float, **kw: Any) -> None:
     """Run every vector against a target (no Hypothesis)."""
-    from .vectors import load, run_vectors
+    from .vectors import load, not_runnable, run_vectors
 
     limits = _limits(kw)
     load(where, limits)  # a bad corpus is refused before the target is started
     target = _target(target_name, call_timeout=call_timeout)
+    skip = not_runnable(target, where, limits)
     results = run_vectors(target, where, limits)
     failed = 0
     for name, d in results:
         if d is not None:
             failed += 1
             console.print(f"[red]{name}[/red]: step {d.step}: {d.rule}: {d.detail}")
-    console.print(f"{len(results) - failed}/{len(results)} vectors pass on {target.name}")
+    console.print(f"{len(results) - failed}/{len(results)} vectors run pass on {target.name}")
+    if skip:
+        counts: dict[str, int] = {}
+        for lacking in skip.values():
+            for cap in lacking:
+                counts[cap] = counts.get(cap, 0) + 1
+        lacks = ", ".join(f"{cap} ({n})" for cap, n in sorted(counts.items()))
+        console.print(
+            f"{len(skip)} of {len(skip) + len(results)} vectors not run: they use what "
+            f"{target.name} lacks: {lacks}"
+        )
     sys.exit(VIOLATION if failed else CONFORMS)
 
 

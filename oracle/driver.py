@@ -357,7 +357,7 @@ class RequestView:
         self.mm_features = [_MMView(f.identifier, f.offset, f.length) for f in req.mm]
         self.cache_salt = req.cache_salt
         self.session_id = req.session_id
-        self.prompt_embeds = None
+        self.prompt_embeds = req.prompt_embeds  # the rows of bytes: kvpool's pool reads them
 
     def __repr__(self) -> str:
         return f"RequestView({len(self.block_hashes)} hashes)"

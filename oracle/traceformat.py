@@ -110,7 +110,15 @@ def enc(v: object) -> Any:
     if isinstance(v, BlockRemoved):
         return _tagged("BlockRemoved", enc(v.key), _event_fields(v, _REMOVED_FIELDS))
     if isinstance(v, Request):
-        return {"t": "request", "v": {n: enc(getattr(v, n)) for n in _REQUEST_FIELDS}}
+        # (a request of token ids has no prompt_embeds: left out, as in files written before)
+        return {
+            "t": "request",
+            "v": {
+                n: enc(getattr(v, n))
+                for n in _REQUEST_FIELDS
+                if n != "prompt_embeds" or v.prompt_embeds is not None
+            },
+        }
     if isinstance(v, Lora):
         return {"t": "lora", "v": [v.adapter_id, v.name, v.path]}
     if isinstance(v, MMFeature):

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from kvpool.impl.pool import embedding_rows
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from kvpool.spec.invariants import check_pool
 from kvpool.spec.keys import group_key
@@ -169,6 +170,9 @@ def spec_request(request: Any) -> Request:
         mm,
         getattr(request, "cache_salt", None),
         getattr(request, "session_id", None),
+        None
+        if (embeds := getattr(request, "prompt_embeds", None)) is None
+        else embedding_rows(embeds),
     )
 
 

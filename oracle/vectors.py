@@ -31,7 +31,7 @@ from .conformance import (
 from .exits import BadInput
 from .files import DEFAULT_LIMITS, Limits, load_trace, read_json
 from .specbranches import SPEC_FILES, spec_paths  # the corpus must cover these files
-from .target_base import Target
+from .target_base import EVICT_FIRST, MULTI_POOL, Target
 from .targets import resolve
 from .traceformat import SavedTrace
 from .tracereplay import Divergence, replay
@@ -85,10 +85,44 @@ def check_vectors(
     return bad
 
 
+def needs(saved: SavedTrace) -> set[str]:
+    """The capabilities a vector's calls use (nested calls too), as target capabilities."""
+    out: set[str] = set()
+    calls = [s.get("call") for s in saved.steps]
+    calls += [n.get("call") for s in saved.steps for n in s.get("nested", ())]
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        out.add(str(call.get("op")))
+        if call.get("op") == "FreeBlocks" and call.get("evict_first", False) is not False:
+            out.add(EVICT_FIRST)
+    if len(saved.pools) > 1:
+        out.add(MULTI_POOL)
+    if any(events for _, _, events in saved.pools):
+        out.add("TakeEvents")  # a pool built with events on: its log is compared
+    return out
+
+
+def not_runnable(
+    target: Target, where: str | Path | None = None, limits: Limits = DEFAULT_LIMITS
+) -> dict[str, list[str]]:
+    """The vectors that use what ``target`` lacks, each with those capabilities (sorted)."""
+    caps = set(target.capabilities)
+    out = {name: sorted(needs(saved) - caps) for name, saved in load(where, limits)}
+    return {name: lacking for name, lacking in out.items() if lacking}
+
+
 def run_vectors(
     target: Target, where: str | Path | None = None, limits: Limits = DEFAULT_LIMITS
 ) -> list[tuple[str, Divergence | None]]:
-    return [(n, replay(s, target, s.level).divergence) for n, s in load(where, limits)]
+    """Each vector the target can run, with its divergence (``None``: it passes). The
+    others (:func:`not_runnable`) are not run, and count as neither passed nor failed."""
+    skip = not_runnable(target, where, limits)
+    return [
+        (name, replay(saved, target, saved.level).divergence)
+        for name, saved in load(where, limits)
+        if name not in skip
+    ]
 
 
 def _arcs_of(saved: SavedTrace) -> set[tuple[str, int, int]]:
@@ -210,6 +244,7 @@ def _multikey_refusals() -> tuple[list[tuple[int, bool, bool]], list[Any]]:
         mm=(MMFeature("img", 20, 8), MMFeature("aud", 40, 4)),
         cache_salt="salt",
     )
+    embeds = Request((b"p",), (0,) * 16, prompt_embeds=tuple(bytes([i, 2 * i]) for i in range(16)))
     pools = [(9, True, True), (3, True, False), (3, False, False)]
     ops: list[Any] = [
         GetNewBlocks(3),  # blocks 1, 2, 3 in use; 4 free
@@ -242,6 +277,8 @@ def _multikey_refusals() -> tuple[list[tuple[int, bool, bool]], list[Any]]:
         CachePartialBlock(r, 7, 16, 0, 16),  # not longer: a further entry beside it
         CacheFullBlocks(r, (0, 7), 1, 2, 16, 1),  # covers 32 > 16: promoted
         CachePartialBlock(mm, 7, 48, 0, 16),  # longer; its event starts inside an input
+        GetNewBlocks(1),  # 8
+        CacheFullBlocks(embeds, (8,), 0, 1, 16, 0),  # prompt embeddings: a digest per block
         TakeEvents(),
     ]
     return pools, ops

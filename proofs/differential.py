@@ -23,7 +23,17 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from kvpool.spec import ErrorKind, Firing, Op, Outcome, PoolState, World
+from kvpool.spec import (
+    BlockRemoved,
+    BlockStored,
+    ErrorKind,
+    Event,
+    Firing,
+    Op,
+    Outcome,
+    PoolState,
+    World,
+)
 
 from .model import (
     ERRORS,
@@ -35,6 +45,7 @@ from .model import (
     Result,
     State,
     Unbounded,
+    event_sort,
     fresh_args,
     fresh_state,
     int_sort,
@@ -42,7 +53,7 @@ from .model import (
     transition,
 )
 from .mutants import MUTANTS
-from .trace import ConcreteArgs, decode_state, key_name, to_op
+from .trace import ConcreteArgs, decode_events, decode_state, key_name, to_op
 
 
 @dataclass
@@ -81,6 +92,9 @@ class Stepper:
                 caching=z3.Bool("caching"),
                 events=z3.Bool("events"),
                 bugs=bugs,
+                # the finite reading carries the event log as a sequence: its contents
+                # and order are compared with the spec's log
+                seq_log=reading == "finite",
             )
             pre = fresh_state(cfg, "pre", globals_=reading == "finite")
             a = fresh_args(cfg, "arg")
@@ -254,6 +268,17 @@ def encode(st: Stepper, ps: PoolState, c: ConcreteArgs) -> _Subst:
     if s.registered is not None and s.fired is not None:
         put(s.registered, ps.registered)
         put(s.fired, ps.fired)
+    if s.hist is not None:
+        # the history before the log: what the consumer had replayed when it last took
+        # the log, as BlockStored events of the view's keys the log does not mention
+        told = [k for k in range(1, cfg.K + 1) if key_name(k) in ps.view]
+        told = [k for k in told if not any(_mentions(e, key_name(k)) for e in ps.log)]
+        before = [
+            BlockStored(tuple(key_name(k) for k in told[i : i + cfg.M]))
+            for i in range(0, len(told), cfg.M)
+        ]
+        pairs.append((s.hist, _seq(cfg, [*before, *ps.log], keys)))
+        put(s.taken, len(before))
     put(cfg.caching, ps.caching)
     put(cfg.events, ps.events_on)
     put(a.kind, c.kind)
@@ -274,6 +299,28 @@ def encode(st: Stepper, ps: PoolState, c: ConcreteArgs) -> _Subst:
             conc = z3.Store(conc, b, z3.BoolVal(v) if isinstance(v, bool) else z3.IntVal(v))
         pairs.append((arr, conc))
     return _Subst(pairs, st.outputs)
+
+
+def _mentions(e: Event, k: Hashable) -> bool:
+    if isinstance(e, BlockStored):
+        return k in e.keys
+    return not isinstance(e, BlockRemoved) or e.key == k
+
+
+def _seq(cfg: Config, events: list[Event], keys: dict[Hashable, int]) -> Any:
+    """The encoding's value of a list of the spec's events."""
+    ev = event_sort(cfg.M)
+    out = z3.Empty(z3.SeqSort(ev))
+    for e in events:
+        if isinstance(e, BlockStored):
+            ids = [keys[k] for k in e.keys] + [0] * (cfg.M - len(e.keys))
+            x = ev.stored(*[z3.IntVal(i) for i in ids])
+        elif isinstance(e, BlockRemoved):
+            x = ev.removed(z3.IntVal(keys[e.key]))
+        else:
+            x = ev.cleared
+        out = z3.Concat(out, z3.Unit(x))
+    return z3.simplify(out)
 
 
 def _int(m: _Subst, x: Any) -> int:
@@ -301,6 +348,8 @@ def encoded_outcome(st: Stepper, m: _Subst, c: ConcreteArgs, ps: PoolState) -> O
         value = None if v == -1 else v
     elif kind in ("ResetPrefixCache", "IsBlockWritable"):
         value = bool(_int(m, r.value))
+    elif kind == "TakeEvents" and r.events is not None:
+        value = tuple(decode_events(m.eval(r.events)))
     elif kind in ("GetNumFreeBlocks", "TakeEvents"):
         value = _int(m, r.value)
     elif kind == "GetUsage":
@@ -322,8 +371,9 @@ def encoded_outcome(st: Stepper, m: _Subst, c: ConcreteArgs, ps: PoolState) -> O
     return Outcome(value=value, fired=tuple(f for _, _, f in fired))
 
 
-def comparable(ps: PoolState) -> tuple[object, ...]:
-    """Everything the encoding models (event contents are compared through the view)."""
+def comparable(ps: PoolState, contents: bool = False) -> tuple[object, ...]:
+    """Everything the encoding models: the log's events themselves with ``contents`` (the
+    finite reading, whose log is a sequence), else their number (the unbounded reading)."""
     return (
         tuple(ps.ref),
         tuple(ps.key),
@@ -333,11 +383,13 @@ def comparable(ps: PoolState) -> tuple[object, ...]:
         frozenset(ps.view),
         ps.registered,
         ps.fired,
-        len(ps.log),
+        tuple(ps.log) if contents else len(ps.log),
     )
 
 
-def spec_comparable_outcome(o: Outcome, kind: str) -> Outcome:
+def spec_comparable_outcome(o: Outcome, kind: str, contents: bool = False) -> Outcome:
+    if kind == "TakeEvents" and o.ok and contents:
+        return Outcome(value=tuple(o.value), fired=o.fired)  # type: ignore[arg-type]
     if kind == "TakeEvents" and o.ok:
         return Outcome(value=len(o.value), fired=o.fired)  # type: ignore[arg-type]
     if kind == "GetUsage" and o.ok:
@@ -450,13 +502,18 @@ def compare_step(st: Stepper, ps: PoolState, c: ConcreteArgs) -> Mismatch | None
         pre_fb = sum(_int(m, st.sel(st.pre.fb, b)) for b in range(n))
         after.registered += ps.registered - pre_reg
         after.fired += ps.fired - pre_fb
-    after.log = [None] * _int(m, st.post.nev)  # type: ignore[list-item]
+    contents = st.post.hist is not None
+    if contents:
+        hist = decode_events(m.eval(st.post.hist))
+        after.log = hist[_int(m, st.post.taken) :]
+    else:
+        after.log = [None] * _int(m, st.post.nev)  # type: ignore[list-item]
     w2 = World([ps.copy()], [True])
-    spec_out = spec_comparable_outcome(w2.apply(op), OPS[c.kind])
+    spec_out = spec_comparable_outcome(w2.apply(op), OPS[c.kind], contents)
     if st.reading == "unbounded" and OPS[c.kind] == "GetCachedBlock":
         spec_out = Outcome(error=spec_out.error, fired=spec_out.fired)
-    spec_view = (spec_out, comparable(w2.pools[0]))
-    enc_view = (enc_out, comparable(after))
+    spec_view = (spec_out, comparable(w2.pools[0], contents))
+    enc_view = (enc_out, comparable(after, contents))
     if spec_view != enc_view:
         return Mismatch(ps, op, spec_view, enc_view)
     return None

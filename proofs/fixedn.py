@@ -95,13 +95,43 @@ def lo_hi(s: State) -> z3.BoolRef:
 
 
 def state_obligations(cfg: Config, s: State) -> dict[str, Any]:
-    """Every obligation the BMC checks on a state, plus LO-HI and WATCH-PER-BLOCK."""
-    return {
+    """Every obligation the BMC checks on a state, plus LO-HI and WATCH-PER-BLOCK; with
+    ``cfg.seq_log``, INV-EVENTS over the log as a sequence, and EVENT-LOG."""
+    out = {
         **props.literal(cfg, s),
         **props.ghost(cfg, s),
         "LO-HI": lo_hi(s),
         "WATCH-PER-BLOCK": props.watch_per_block_finite(cfg, s),
     }
+    if cfg.seq_log:
+        out.update(props.events_seq(cfg, s))
+    return out
+
+
+def fire_point(cfg: Config, r: Result) -> z3.BoolRef:
+    """FIRE-POINT: where a call's watchers fire, the state is consistent (every part of H
+    holds on ``r.at_fire``) and none of the watchers it fires is pending there any more.
+
+    A watcher may call back into the pool: each firing is then a nested operation applied
+    to the state it sees. The first sees ``r.at_fire``; since H holds there, the step
+    (proved from any state satisfying H) keeps H through every nested call, so each later
+    firing and the state the outer call leaves satisfy H too, at any depth of nesting;
+    and a nested call cannot fire the outer call's watchers again (they are not pending).
+    """
+    assert r.at_fire is not None
+    d = cfg.dom
+    fires = [d.sel(f, b) for f in r.fire for b in range(d.n)]  # type: ignore[attr-defined]
+    once = [
+        z3.Implies(d.sel(f, b), z3.Not(d.sel(p, b)))
+        for f, p in zip(r.fire, r.at_fire.pend, strict=True)
+        for b in range(d.n)  # type: ignore[attr-defined]
+    ]
+    consistent = list(state_obligations(cfg, r.at_fire).values())
+    return z3.Implies(z3.Or(fires), z3.And(consistent + once))
+
+
+SEQ_GOALS = ("INV-EVENTS", "EVENT-LOG", "FIRE-POINT")
+"""The goals of the step with the event log as a sequence (``build(..., seq=True)``)."""
 
 
 def build(
@@ -110,19 +140,32 @@ def build(
     W: int = 2,
     M: int = 2,
     bugs: frozenset[str] = frozenset(),
+    seq: bool = False,
 ) -> Step:
+    """One symbolic step at N=n. With ``seq`` the event log is a sequence and the goals
+    are :data:`SEQ_GOALS` only (the other goals are the plain step's)."""
     with int_sort(None):
         t0 = time.perf_counter()
         caching, events = z3.Bool("caching"), z3.Bool("events")
-        cfg = Config(Finite(n), K=K, W=W, M=M, caching=caching, events=events, bugs=bugs)
+        cfg = Config(
+            Finite(n), K=K, W=W, M=M, caching=caching, events=events, bugs=bugs, seq_log=seq
+        )
         s = fresh_state(cfg, "s")
         a = fresh_args(cfg, "a")
         t, r = transition(cfg, s, a)
         hyp = state_obligations(cfg, s)
-        goals = {
-            **state_obligations(cfg, t),
-            **props.step_props(cfg, s, a, r, t),
-        }
+        if seq:
+            post = state_obligations(cfg, t)
+            goals = {
+                "INV-EVENTS": post["INV-EVENTS"],
+                "EVENT-LOG": post["EVENT-LOG"],
+                "FIRE-POINT": fire_point(cfg, r),
+            }
+        else:
+            goals = {
+                **state_obligations(cfg, t),
+                **props.step_props(cfg, s, a, r, t),
+            }
         return Step(cfg, s, a, r, t, hyp, goals, args_domain(cfg, a), time.perf_counter() - t0)
 
 
@@ -145,14 +188,26 @@ class Goal:
         return self.queries or [self.query]
 
 
-def init_goals(n: int, K: int = 2, W: int = 2, bugs: frozenset[str] = frozenset()) -> list[Goal]:
+def init_goals(
+    n: int, K: int = 2, W: int = 2, bugs: frozenset[str] = frozenset(), seq: bool = False
+) -> list[Goal]:
+    """The pool as built satisfies each part of H (with ``seq``: INV-EVENTS over the
+    sequence, and EVENT-LOG, only)."""
     with int_sort(None):
         cfg = Config(
-            Finite(n), K=K, W=W, caching=z3.Bool("caching"), events=z3.Bool("events"), bugs=bugs
+            Finite(n),
+            K=K,
+            W=W,
+            caching=z3.Bool("caching"),
+            events=z3.Bool("events"),
+            bugs=bugs,
+            seq_log=seq,
         )
         s0 = initial(cfg)
         out = []
         for name, g in state_obligations(cfg, s0).items():
+            if seq and name not in SEQ_GOALS:
+                continue
             status, dt, m = isolated_check([], g, 60000)
             out.append(Goal(name, "init", status, dt, m, [z3.Not(g)]))
         return out

@@ -273,6 +273,12 @@ class State:
     nev: IntT
     registered: IntT | None
     fired: IntT | None
+    hist: Any = None
+    """With ``Config.seq_log`` (the finite reading): every event ever logged, in order, as a
+    z3 sequence of :data:`EVENT` (the event log from the start)."""
+    taken: IntT | None = None
+    """With ``Config.seq_log``: how many events of ``hist`` ``take_events`` has returned;
+    the log (what the next ``take_events`` returns) is ``hist[taken:]``."""
 
 
 ARRAY_FIELDS = {
@@ -310,6 +316,10 @@ class Result:
     ret: Term  # GetNewBlocks: the blocks handed out, by position
     fire: list[Term]  # fire[w][b]: watcher w fired for block b
     fire_key: Term  # per block: the order blocks' watchers fire in
+    events: Any = None  # with seq_log: the events TakeEvents returns, in order
+    at_fire: State | None = None
+    """The state the call's watchers run on (the firing point): a watcher may call back
+    into the pool, so each firing is a nested operation applied to this state."""
 
 
 @dataclass
@@ -321,6 +331,103 @@ class Config:
     caching: BoolT = z3.BoolVal(True)  # noqa: RUF100, E741, RUF009, RUF005
     events: BoolT = z3.BoolVal(True)  # noqa: RUF100, E741, RUF009, RUF005
     bugs: frozenset[str] = frozenset()
+    seq_log: bool = False
+    """Model the event log as a sequence (``State.hist``/``taken``; finite reading only)."""
+
+
+# -- the event log as a sequence ----------------------------------------------------------
+
+
+def _event_sort(M: int) -> z3.DatatypeSortRef:
+    ev = z3.Datatype(f"Event{M}")
+    # BlockStored(keys): the call's keys in order in s0..s{M-1}, 0 past the last one
+    ev.declare("stored", *[(f"s{j}", z3.IntSort()) for j in range(M)])
+    ev.declare("removed", ("rk", z3.IntSort()))
+    ev.declare("cleared")
+    return ev.create()
+
+
+_EVENTS: dict[int, z3.DatatypeSortRef] = {}
+
+
+def event_sort(M: int) -> z3.DatatypeSortRef:
+    """The events of the encoding (keys are 1..K, as everywhere in it), per list size M."""
+    if M not in _EVENTS:
+        _EVENTS[M] = _event_sort(M)
+    return _EVENTS[M]
+
+
+def ev_stored(cfg: Config, ks: Sequence[Any], m: Any) -> Any:
+    ev = event_sort(cfg.M)
+    return ev.stored(*[z3.If(j < m, ks[j], 0) for j in range(cfg.M)])
+
+
+def ev_mentions(cfg: Config, e: Any, k: Any) -> BoolT:
+    """Replaying ``e`` decides whether ``k`` is servable (spec.events.apply_event)."""
+    ev = event_sort(cfg.M)
+    fields_ = [getattr(ev, f"s{j}")(e) == k for j in range(cfg.M)]
+    return z3.Or(
+        z3.And(ev.is_stored(e), z3.Or(fields_)),
+        z3.And(ev.is_removed(e), ev.rk(e) == k),
+        ev.is_cleared(e),
+    )
+
+
+def replay_key(cfg: Config, hist: Any, k: int) -> BoolT:
+    """Key ``k`` is in the set a consumer holds after replaying ``hist`` from the start:
+    a left fold of spec.events.apply_event, key by key (the last event about k decides)."""
+    return _fold(cfg, k, z3.BoolVal(False), hist)
+
+
+def _apply(cfg: Config, k: int, acc: BoolT, e: Any) -> BoolT:
+    return z3.If(ev_mentions(cfg, e, iv(k)), event_sort(cfg.M).is_stored(e), acc)
+
+
+def _fold(cfg: Config, k: int, acc: BoolT, h: Any) -> BoolT:
+    """``foldl(apply, acc, h)``, unfolded by its definition over the shape of the term
+    ``h`` (a concatenation folds part after part, an ``If`` folds each branch, a unit is
+    one application): what a step appends is then plain terms, and only the log the step
+    started from stays a ``seq.foldl`` (the same term as in the hypothesis)."""
+    if z3.is_app_of(h, z3.Z3_OP_SEQ_CONCAT):
+        for part in h.children():
+            acc = _fold(cfg, k, acc, part)
+        return acc
+    if z3.is_app_of(h, z3.Z3_OP_ITE):
+        c, x, y = h.children()
+        return z3.If(c, _fold(cfg, k, acc, x), _fold(cfg, k, acc, y))
+    if z3.is_app_of(h, z3.Z3_OP_SEQ_UNIT):
+        return _apply(cfg, k, acc, h.arg(0))
+    if z3.is_app_of(h, z3.Z3_OP_SEQ_EMPTY):
+        return acc
+    ev = event_sort(cfg.M)
+    a, e = z3.Bool("acc!"), z3.Const("ev!", ev)
+    # The folded function is a named function applied, not its body: fixedn's cases
+    # simplify their goals, and a goal's fold must stay the very term of the hypothesis's
+    # (a lambda's body may be rewritten by simplify, differently as term ids differ, and
+    # two folds of equal but distinct functions need induction to be shown equal).
+    return z3.SeqFoldLeft(z3.Lambda([a, e], _step_fn(cfg, k)(a, e)), acc, h)
+
+
+_STEP_FNS: dict[tuple[int, int], Any] = {}
+
+
+def _step_fn(cfg: Config, k: int) -> Any:
+    """``apply_event`` for key ``k``, as a z3 function defined once (per M and k)."""
+    if (cfg.M, k) not in _STEP_FNS:
+        ev = event_sort(cfg.M)
+        f = z3.RecFunction(f"replay{cfg.M}_{k}", z3.BoolSort(), ev, z3.BoolSort())
+        a, e = z3.Bool("acc!"), z3.Const("ev!", ev)
+        z3.RecAddDefinition(f, [a, e], _apply(cfg, k, a, e))
+        _STEP_FNS[cfg.M, k] = f
+    return _STEP_FNS[cfg.M, k]
+
+
+def log_push(cfg: Config, s: State, c: BoolT, e: Any) -> State:
+    """``e`` logged at the end of the log where ``c`` holds (nothing without seq_log)."""
+    if s.hist is None:
+        return s
+    nothing = z3.Empty(s.hist.sort())
+    return replace(s, hist=z3.Concat(s.hist, z3.If(c, z3.Unit(e), nothing)))
 
 
 def fresh_state(cfg: Config, name: str, globals_: bool = True) -> State:
@@ -346,6 +453,8 @@ def fresh_state(cfg: Config, name: str, globals_: bool = True) -> State:
         nev=mkint(f"{name}.nev"),
         registered=mkint(f"{name}.registered") if globals_ else None,
         fired=mkint(f"{name}.fired") if globals_ else None,
+        hist=z3.Const(f"{name}.hist", z3.SeqSort(event_sort(cfg.M))) if cfg.seq_log else None,
+        taken=mkint(f"{name}.taken") if cfg.seq_log else None,
     )
 
 
@@ -455,6 +564,8 @@ def initial(cfg: Config) -> State:
         nev=iv(0),
         registered=iv(0) if globals_ else None,
         fired=iv(0) if globals_ else None,
+        hist=z3.Empty(z3.SeqSort(event_sort(cfg.M))) if cfg.seq_log else None,
+        taken=iv(0) if cfg.seq_log else None,
     )
 
 
@@ -637,6 +748,27 @@ def drop_keys(cfg: Config, s: State, dropping: Callable[[Any], BoolT]) -> State:
     return replace(s, key=key, idx=idx, view=view, nev=nev)
 
 
+def _log_handout(cfg: Config, s: State, t: State, ret: Term, n: IntT) -> State:
+    """get_new_blocks' BlockRemoved events, in hand-out order: block ``ret[i]`` announces
+    its key when it is the last block holding it (no later block handed out holds it, and
+    no block keeps it)."""
+    d = cfg.dom
+    ev = event_sort(cfg.M)
+    size: int = d.n  # type: ignore[attr-defined]
+    keys = [d.sel(s.key, d.sel(ret, i)) for i in range(size)]
+    for i in range(size):
+        kx = keys[i]
+        later = z3.Or([z3.And(j < n, keys[j] == kx) for j in range(i + 1, size)] + [False])
+        left = z3.Or(
+            [z3.And(kx == k, _holder_left(cfg, t.idx[k - 1])) for k in range(1, cfg.K + 1)]
+        )
+        if "removed-per-block" in cfg.bugs:  # (as its view and count: one per key)
+            left = z3.BoolVal(False)
+        emit = z3.And(cfg.events, i < n, kx != 0, z3.Not(later), z3.Not(left))
+        t = log_push(cfg, t, emit, ev.removed(kx))
+    return t
+
+
 def drop_key(cfg: Config, s: State, x: Any, evict: bool) -> State:
     """Block ``x`` forgets its key; the key is announced removed if x was its last holder."""
     d = cfg.dom
@@ -644,6 +776,7 @@ def drop_key(cfg: Config, s: State, x: Any, evict: bool) -> State:
     key = d.store(s.key, x, iv(0), I)
     idx = []
     view = []
+    logs: list[BoolT] = []
     nev = s.nev
     for k in range(1, cfg.K + 1):
         old = s.idx[k - 1]
@@ -664,7 +797,11 @@ def drop_key(cfg: Config, s: State, x: Any, evict: bool) -> State:
         log = z3.And(cfg.events, gone)
         view.append(z3.And(s.view[k - 1], z3.Not(log)))
         nev = nev + z3.If(log, iv(1), iv(0))
-    return replace(s, key=key, idx=idx, view=view, nev=nev)
+        logs.append(log)
+    t = replace(s, key=key, idx=idx, view=view, nev=nev)
+    if evict and "event-dropped" in cfg.bugs:  # the mutant: counted and replayed, not logged
+        return t
+    return log_push(cfg, t, z3.Or(logs), event_sort(cfg.M).removed(kx))
 
 
 # -- the transition -------------------------------------------------------------------------
@@ -729,6 +866,8 @@ def op_get_new_blocks(cfg: Config, s: State, a: Args) -> tuple[State, IntT, Resu
     ret = d.mk(lambda i: z3.If(i < n, at(d, s, (s.L - 1 - i) if lifo else i, ps), iv(-1)), I)
     t = q_take_front(d, s, n, lifo)
     t = drop_keys(cfg, t, taken)
+    if t.hist is not None:
+        t = _log_handout(cfg, s, t, ret, n)
     t = replace(t, ref=d.mk(lambda b: z3.If(taken(b), iv(1), d.sel(s.ref, b)), I))
     fire = [d.mk(lambda b, p=p: z3.And(taken(b), d.sel(p, b)), B) for p in s.pend]  # type: ignore[misc]
     kept = "watcher-kept" in cfg.bugs
@@ -874,6 +1013,14 @@ def op_cache_blocks(cfg: Config, s: State, a: Args) -> tuple[State, IntT]:
             hit = z3.Or([z3.And(j < a.m, a.ks[j] == kk) for j in range(cfg.M)])
             view[kk - 1] = z3.Or(view[kk - 1], z3.And(logs, hit))
         t = replace(t, view=view, nev=t.nev + z3.If(logs, iv(1), iv(0)))
+        e = ev_stored(cfg, a.ks, a.m)
+        if t.hist is not None and t.taken is not None and "event-out-of-order" in cfg.bugs:
+            # the mutant: the call's event goes in before the events not yet taken
+            h, tk = t.hist, t.taken
+            early = z3.Concat(z3.SubSeq(h, 0, tk), z3.Unit(e), z3.SubSeq(h, tk, z3.Length(h) - tk))
+            t = replace(t, hist=z3.If(logs, early, h))
+        else:
+            t = log_push(cfg, t, logs, e)
     return t, err
 
 
@@ -917,6 +1064,7 @@ def op_reset(cfg: Config, s: State) -> tuple[State, BoolT]:
         view=[z3.And(v, z3.Not(cfg.events)) for v in s.view],
         nev=s.nev + z3.If(cfg.events, iv(1), iv(0)),
     )
+    t = log_push(cfg, t, cfg.events, event_sort(cfg.M).cleared)
     return merge(d, ok, t, s), ok
 
 
@@ -934,6 +1082,10 @@ def transition(cfg: Config, s: State, a: Args) -> tuple[State, Result]:
     ibad = a.ib >= d.N
     werr = z3.If(ibad, iv(ERR["InvalidArgument"]), iv(0))
     take = replace(s, nev=iv(0))
+    taken_events = None
+    if s.hist is not None and s.taken is not None:
+        take = replace(take, taken=z3.Length(s.hist))
+        taken_events = z3.SubSeq(s.hist, s.taken, z3.Length(s.hist) - s.taken)
     err = z3.If(
         OPK["GetNewBlocks"] == K,
         gerr,
@@ -1004,7 +1156,25 @@ def transition(cfg: Config, s: State, a: Args) -> tuple[State, Result]:
     no = d.mk(lambda b: z3.BoolVal(False), B)
     fire = [d.ite(gnb, gf, d.ite(rs, s.pend[w], no)) for w, gf in enumerate(gres.fire)]
     fire_key = d.ite(gnb, gres.fire_key, s.bst)
-    return nxt, Result(err, value, usage, gres.ret, fire, fire_key)
+    return nxt, Result(
+        err, value, usage, gres.ret, fire, fire_key, taken_events, _at_fire(cfg, s, nxt, gnb, rs)
+    )
+
+
+def _at_fire(cfg: Config, s: State, t: State, gnb: BoolT, rs: BoolT) -> State:
+    """The state the call's watchers run on: the completed post-state ``t`` (semantics:
+    "watchers run only after the state is complete and consistent"). The mutants move the
+    firing point earlier, into the middle of the call."""
+    d = cfg.dom
+    at = t
+    if "fire-before-detach" in cfg.bugs:  # still pending, not yet counted as fired
+        early = replace(t, pend=s.pend, fb=s.fb, fired=s.fired)
+        at = merge(d, gnb, early, at)
+    if "fire-mid-handout" in cfg.bugs:  # out of the queue, ref_cnt not yet 1
+        at = merge(d, gnb, replace(t, ref=s.ref), at)
+    if "fire-before-log" in cfg.bugs:  # reset: before AllBlocksCleared is logged
+        at = merge(d, rs, replace(t, view=s.view, nev=s.nev, hist=s.hist), at)
+    return at
 
 
 Record = tuple[str, list[z3.BoolRef], z3.BoolRef, str]

@@ -72,6 +72,35 @@ def _events(cfg: Config, s: State) -> z3.BoolRef:
     return z3.If(cfg.events, on, off)
 
 
+def events_seq(cfg: Config, s: State) -> dict[str, z3.BoolRef]:
+    """INV-EVENTS over the event log as a sequence (``Config.seq_log``), and its tie to the
+    encoding's view and count.
+
+    * ``INV-EVENTS``: with events on, replaying the log from the start (``hist``: every
+      event ever logged, in order; a left fold of ``apply_event``) yields exactly the keys
+      the index holds; with events off nothing was ever logged. Contents and order both
+      count: the fold's result is decided, key by key, by the last event about the key.
+    * ``EVENT-LOG``: the log ``take_events`` returns next is ``hist[taken:]``, its length
+      is the count ``nev``, and the view the rest of the encoding keeps is that replay.
+    """
+    from .model import replay_key
+
+    d = cfg.dom
+    h, tk = s.hist, s.taken
+    if h is None or tk is None:
+        raise TypeError("the event log is a sequence only with Config.seq_log")
+    held = [
+        replay_key(cfg, h, k) == d.exists(0, d.N, lambda b, k=k: d.sel(s.idx[k - 1], b))  # type: ignore[misc]
+        for k in range(1, cfg.K + 1)
+    ]
+    log = [tk >= 0, tk <= z3.Length(h), s.nev == z3.Length(h) - tk]
+    log += [s.view[k - 1] == replay_key(cfg, h, k) for k in range(1, cfg.K + 1)]
+    return {
+        "INV-EVENTS": z3.If(cfg.events, z3.And(held), z3.Length(h) == 0),
+        "EVENT-LOG": z3.And(log),
+    }
+
+
 def literal(cfg: Config, s: State) -> dict[str, z3.BoolRef]:
     """Every spec invariant, stated as the spec states it (concrete N only: it counts)."""
     d = cfg.dom

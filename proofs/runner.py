@@ -13,7 +13,9 @@ from kvpool.spec import INVARIANTS, Op, World, check_pool
 
 from . import (
     bmc,
+    counting,
     differential,
+    eventseq,
     fixedn,
     induction,
     listreplay,
@@ -21,6 +23,7 @@ from . import (
     refinement,
     smtlib,
     spacer,
+    steprules,
 )
 from .model import OPS, Record, named, recording
 from .mutants import MUTANTS, BuggyWorld, world_class
@@ -42,6 +45,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": False,
         "spacer": (),
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
+        # the event log as a sequence and the watchers' firing point (eventseq.py)
+        "eventseq": (1, 2, 3),
+        "eventseq_nested": (2,),
+        "eventseq_mutants": ("event-out-of-order", "fire-before-detach"),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
         "ind_timeout": 60000,
         "diff": 300,
@@ -61,6 +68,12 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": True,
         "spacer": (),
         "fixedn_mutants": None,
+        # N=1..5: about 15 s in all; N=6 about 18 s alone, N=8 unknown at 60 s (deep)
+        "eventseq": (1, 2, 3, 4, 5),
+        # NESTED-STEP (a call nested in a firing, composed): 4-6 s per N, over the ~15 s
+        # this profile's budget gave the event log; in "fast" and "deep"
+        "eventseq_nested": (),
+        "eventseq_mutants": None,
         "ind_timeout": 60000,
         "diff": 1200,
         "diff_mutants": True,
@@ -75,6 +88,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": True,
         "spacer": (3, 4, 5, 6),
         "fixedn_mutants": None,
+        "eventseq": (1, 2, 3, 4, 5, 6, 7),
+        "eventseq_nested": (1, 2, 3, 4),
+        "eventseq_mutants": None,
         "ind_timeout": 120000,
         "diff": 3000,
         "diff_mutants": True,
@@ -109,6 +125,7 @@ class ObligationResult:
             "partly-confirmed",
             "witnessed",
             "caught",
+            "fixed-N-only",
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -427,6 +444,293 @@ def _induction_extras(timeout_ms: int) -> list[ObligationResult]:
     return rows
 
 
+# -- the counting invariants for every N (ghost sums) ----------------------------------------
+
+COUNTING_BOUNDS = "every N>=1, every n, lists<=2 keys=2 watchers=2, sums by their recurrence"
+
+# each mutant breaks the count it is listed with; its counterexample is looked for in
+# these cases first, decoded and replayed on the buggy spec
+COUNTING_MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "touch-no-remove": ("INV-CONSERVE", ("Touch",)),
+    "unpin-append-always": ("INV-CONSERVE", ("UnpinBlocks",)),
+    "watcher-kept": ("INV-WATCH", ("loop exit",)),
+}
+
+
+def run_counting(timeout_ms: int) -> list[ObligationResult]:
+    """INV-CONSERVE and INV-WATCH for every N (:mod:`counting`): one row per invariant
+    (init, every call kind, the hand-out loop)."""
+    rows = []
+    gs = counting.goals(timeout_ms=timeout_ms)
+    for part in counting.PARTS:
+        mine = [g for g in gs if g.name == part]
+        bad = [g for g in mine if g.status != "proved"]
+        status = (
+            "proved"
+            if mine and not bad
+            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
+        )
+        rows.append(
+            ObligationResult(
+                f"init, S and T => {part} (ghost sums)",
+                "inductive",
+                "z3 induction",
+                (part,),
+                f"{COUNTING_BOUNDS}; {len(mine)} cases (init, 12 call kinds, hand-out loop)",
+                status,
+                sum(g.seconds for g in mine),
+                replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
+            )
+        )
+    return rows
+
+
+def counting_witness_row(
+    timeout_ms: int = 20000, n: int = 3, bugs: frozenset[str] = frozenset()
+) -> ObligationResult:
+    """Every counting obligation's hypothesis has a model at N=n; each model's pre-state,
+    decoded, satisfies the spec's invariants, and its ghost sums are the decoded state's
+    counts (blocks in use, watchers pending)."""
+    ws = counting.witness_goals(timeout_ms, n, bugs)
+    problems: list[str] = []
+    for w in ws:
+        if w.status != "sat" or w.model is None:
+            problems.append(f"{w.name} / {w.case}: hypothesis {w.status}")
+            continue
+        if w.ctx is None:
+            continue
+        cfg, s, _a, g, _r = w.ctx
+        mdl = w.model
+        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+        ps = decode_state(mdl, s, n, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+        bad = check_pool(ps)
+        in_use = sum(1 for b in range(1, n) if ps.ref[b] > 0)
+        pend = sum(len(v) for v in ps.pending.values())
+
+        def ev(x: Any, mdl: z3.ModelRef = mdl) -> int:
+            return int(mdl.eval(x, model_completion=True).as_long())
+
+        if bad:
+            problems.append(f"{w.name} / {w.case}: decoded state breaks {bad[0]}")
+        elif ev(z3.Select(g.C, n)) != in_use or ev(z3.Select(g.P, n)) != pend:
+            problems.append(f"{w.name} / {w.case}: ghost sums are not the decoded counts")
+    return ObligationResult(
+        f"H satisfiable (every-N counting, N={n})",
+        "witness",
+        "z3 induction",
+        (),
+        f"N={n}: one model per distinct hypothesis ({len(ws)}), pre-state decoded and checked, "
+        "ghost sums equal to its counts",
+        "witnessed" if not problems else "NOT-witnessed",
+        sum(w.seconds for w in ws),
+        replay="; ".join(problems[:3]),
+    )
+
+
+def run_counting_mutants(
+    timeout_ms: int, which: dict[str, tuple[str, tuple[str, ...]]] | None = None
+) -> list[ObligationResult]:
+    """Each mutant must make its count's proof fail, the counterexample replayed on the
+    buggy spec; an unknown, or a refutation the replay does not confirm, is asked again at
+    z3 seeds 1..3 (z3's answer and model depend on the process's history: some models
+    are of a call the spec treats otherwise, and evict-first-ignored's query came back
+    unknown in 3 s once, after the part's other queries)."""
+    rows = []
+    for bug, (part, cases) in (COUNTING_MUTANTS if which is None else which).items():
+        row = ObligationResult(
+            f"S and T => {part} (ghost sums) [{bug}]",
+            "mutant",
+            "z3 induction",
+            (part,),
+            "every N>=1",
+            "",
+            0.0,
+        )
+        for seed in range(4):
+            gs = counting.goals((part,), cases, frozenset([bug]), timeout_ms, True, seed)
+            if not any(g.status == "refuted" for g in gs):  # then every other case
+                gs += counting.goals((part,), None, frozenset([bug]), timeout_ms, True, seed)
+            row.seconds += sum(g.seconds for g in gs)
+            hit = next((g for g in gs if g.status == "refuted"), None)
+            if hit is None or hit.model is None or hit.ctx is None:
+                proved = all(g.status == "proved" for g in gs)
+                if not row.status or row.status == "unknown":
+                    row.status = "NOT-refuted" if proved else "unknown"
+                if proved:  # a proof does not change with the seed; an unknown may
+                    break
+                continue
+            cfg, s, a, _g, _r = hit.ctx
+            row.trace, row.replay = _replay_step(bug, part, cfg, s, a, hit.model, (part,))
+            row.trace.insert(0, f"case: {hit.case}")
+            row.status = (
+                "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
+            )
+            if row.status == "expected-refuted":
+                break
+        rows.append(row)
+    return rows
+
+
+def _replay_step(
+    bug: str,
+    rule: str,
+    cfg: Any,
+    s: Any,
+    a: Any,
+    mdl: z3.ModelRef,
+    invariants: tuple[str, ...] = (),
+) -> tuple[list[str], str]:
+    """The counterexample's pre-state and call, decoded; the call replayed on the buggy
+    spec. With ``invariants``: "confirmed" if it breaks one of them there; without: if
+    its result or state differs from the semantics' (:func:`_replay_ops`)."""
+    N = int(mdl.eval(cfg.dom.N, model_completion=True).as_long())
+    caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+    events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+    ps = decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+    op = to_op(read_args(mdl, a), N)
+    trace = [f"state: N={N} {ps.describe()}", repr(op)]
+    pre_bad = check_pool(ps)
+    if pre_bad:
+        return trace, f"decoded state already violates: {pre_bad[0]}"
+    w = world_class(bug).from_state(bug, ps)
+    if not invariants:
+        return trace, _replay_ops(w, rule, [op])
+    w.apply(op)
+    post_bad = [v for v in check_pool(w.pools[0]) if v.invariant in invariants]
+    return trace, (f"confirmed: {post_bad[0]}" if post_bad else "NOT confirmed by replay")
+
+
+# -- the step rules for every N ----------------------------------------------------------------
+
+STEPRULE_BOUNDS = "every N>=1, every n, lists<=2 keys=2 watchers=2"
+
+# each rule's mutant: its counterexample is decoded and replayed on the buggy spec
+STEPRULE_MUTANTS: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "lifo-handout": ("ORD-HANDOUT", None),
+    "front-reversed": ("ORD-RELEASE", None),
+    "evict-first-ignored": ("ORD-RELEASE", None),
+    "unpin-reversed": ("ORD-UNPIN", None),
+    "watcher-kept": ("WATCH-FIRE", ("GetNewBlocks",)),
+    "free-partial-on-refusal": ("ERR-ATOMIC", ("FreeBlocks",)),
+    "reset-ignores-use": ("RES-RESET", None),
+    "numfree-counts-null": ("RES-NUMFREE", None),
+}
+
+
+def run_steprules(timeout_ms: int) -> list[ObligationResult]:
+    """Each rule of ``spec/rules.py`` for every N (:mod:`steprules`), one row per rule;
+    a rule that cannot be stated for every N gets a row that says so ("fixed-N-only")."""
+    rows = []
+    gs = steprules.goals(timeout_ms=timeout_ms)
+    for rule in steprules.RULES:
+        mine = [g for g in gs if g.name == rule]
+        bad = [g for g in mine if g.status != "proved"]
+        status = (
+            "proved"
+            if mine and not bad
+            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
+        )
+        rows.append(
+            ObligationResult(
+                f"S and T => {rule}",
+                "inductive",
+                "z3 induction",
+                (rule,),
+                f"{STEPRULE_BOUNDS}; {len(mine)} queries",
+                status,
+                sum(g.seconds for g in mine),
+                replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
+            )
+        )
+    for rule, why in steprules.FIXED_N_ONLY.items():
+        rows.append(
+            ObligationResult(
+                f"{rule} for every N", "scope", "z3 induction", (rule,), why, "fixed-N-only", 0.0
+            )
+        )
+    return rows
+
+
+def steprules_witness_row(
+    timeout_ms: int = 20000, n: int = 3, bugs: frozenset[str] = frozenset()
+) -> ObligationResult:
+    """Every every-N rule's hypothesis has a model at N=n whose pre-state, decoded,
+    satisfies the spec's invariants."""
+    ws = steprules.witness_goals(timeout_ms, n, bugs)
+    problems: list[str] = []
+    for w in ws:
+        if w.status != "sat" or w.model is None:
+            problems.append(f"{w.name} / {w.case}: hypothesis {w.status}")
+            continue
+        cfg, s, _a, _r = w.ctx
+        mdl = w.model
+        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+        ps = decode_state(mdl, s, n, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+        bad = check_pool(ps)
+        if bad:
+            problems.append(f"{w.name} / {w.case}: decoded state breaks {bad[0]}")
+    return ObligationResult(
+        f"H satisfiable (every-N rules, N={n})",
+        "witness",
+        "z3 induction",
+        (),
+        f"N={n}: one model per hypothesis ({len(ws)}), pre-state decoded and checked",
+        "witnessed" if not problems else "NOT-witnessed",
+        sum(w.seconds for w in ws),
+        replay="; ".join(problems[:3]),
+    )
+
+
+def run_steprule_mutants(
+    timeout_ms: int, which: dict[str, tuple[str, tuple[str, ...] | None]] | None = None
+) -> list[ObligationResult]:
+    """Each rule's mutant must make its proof fail, the counterexample replayed on the
+    buggy spec (seeds 1..3 retried as in :func:`run_counting_mutants`)."""
+    rows = []
+    for bug, (rule, cases) in (STEPRULE_MUTANTS if which is None else which).items():
+        row = ObligationResult(
+            f"S and T => {rule} [{bug}]", "mutant", "z3 induction", (rule,), "every N>=1", "", 0.0
+        )
+        for seed in range(4):
+            gs = steprules.goals((rule,), cases, frozenset([bug]), timeout_ms, True, seed)
+            if cases is not None and not any(g.status == "refuted" for g in gs):
+                gs += steprules.goals((rule,), None, frozenset([bug]), timeout_ms, True, seed)
+            row.seconds += sum(g.seconds for g in gs)
+            hit = next((g for g in gs if g.status == "refuted"), None)
+            if hit is None or hit.model is None:
+                proved = all(g.status == "proved" for g in gs)
+                if not row.status or row.status == "unknown":
+                    row.status = "NOT-refuted" if proved else "unknown"
+                if proved:  # a proof does not change with the seed; an unknown may
+                    break
+                continue
+            cfg, s, a, _r = hit.ctx
+            row.trace, row.replay = _replay_step(bug, rule, cfg, s, a, hit.model)
+            row.status = (
+                "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
+            )
+            if row.status == "expected-refuted":
+                break
+        rows.append(row)
+    return rows
+
+
+def run_every_n_counts_and_rules(timeout_ms: int, cvc5: bool) -> list[ObligationResult]:
+    """The counts (:func:`run_counting`) and the rules (:func:`run_steprules`) for every N,
+    their witnesses, cvc5 on their proved queries, and their mutants. ``run`` calls it
+    after every other every-N query of its part: those are sensitive to what the process
+    built before them, and were measured without these."""
+    with recording() as rec:
+        rows = run_counting(timeout_ms) + run_steprules(timeout_ms)
+    rows += [counting_witness_row(), steprules_witness_row()]
+    if cvc5:
+        rows.append(cvc5_recorded_row("the every-N counts and rules", rec))
+    rows += run_counting_mutants(timeout_ms // 2) + run_steprule_mutants(timeout_ms // 2)
+    return rows
+
+
 # -- fixed-N induction -----------------------------------------------------------------------
 
 _FIXEDN_STEP_RULES = (
@@ -440,6 +744,21 @@ _FIXEDN_STEP_RULES = (
     "RES-NUMFREE",
 )
 FIXEDN_TECHNIQUE = "z3 induction (fixed N)"
+
+
+def run_eventseq(
+    ns: tuple[int, ...],
+    timeout_ms: int,
+    mutants: tuple[str, ...] | None,
+    nested: tuple[int, ...] = (),
+) -> list[ObligationResult]:
+    """The event log as a sequence and the watchers' firing point, proved for every k at
+    each N of ``ns``, a call nested in a firing at each N of ``nested``; the mutants
+    refuted at N=3 and replayed (:mod:`.eventseq`)."""
+    rows = [ObligationResult(**r) for r in eventseq.rows(ns, timeout_ms)]
+    rows += [ObligationResult(**r) for r in eventseq.nested_rows(nested, timeout_ms)]
+    rows += [ObligationResult(**r) for r in eventseq.mutant_rows(3, timeout_ms // 2, mutants)]
+    return rows
 
 
 def run_spacer(ns: tuple[int, ...], timeout_ms: int) -> list[ObligationResult]:
@@ -931,6 +1250,7 @@ def run(
         )
         rows += run_bmc_mutants(mn, mk, mM, which)
         rows += run_induction_mutants(p["ind_timeout"] // 2)
+        rows += run_every_n_counts_and_rules(p["ind_timeout"], p["cvc5_quantified"])
     if want("refinement"):
         rows += run_refinement_mutants(p["ind_timeout"] // 4)
     if want("source"):
@@ -947,6 +1267,9 @@ def run(
         if top > 4:
             # the largest N's proof, split as it is proved, refutes a mutant too
             rows += run_fixedn_mutants(top, ("lifo-handout",), ("ORD-HANDOUT",), split=True)
+        rows += run_eventseq(
+            p["eventseq"], p["fixedn_timeout"], p["eventseq_mutants"], p["eventseq_nested"]
+        )
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], 300000)
     return rows

@@ -10,8 +10,12 @@ from typing import Any
 import z3  # type: ignore[import-untyped]
 
 from kvpool.spec import (
+    AllBlocksCleared,
     BlockRef,
+    BlockRemoved,
+    BlockStored,
     CacheBlocks,
+    Event,
     EvictBlocks,
     FreeBlocks,
     GetCachedBlock,
@@ -202,3 +206,28 @@ def decode_state(
         registered=registered,
         fired=fired,
     )
+
+
+def decode_events(value: Any) -> list[Event]:
+    """A model's value of an event sequence, as the spec's events (keys ``k1``..)."""
+    out: list[Event] = []
+
+    def walk(v: Any) -> None:
+        if z3.is_app_of(v, z3.Z3_OP_SEQ_CONCAT):
+            for c in v.children():
+                walk(c)
+        elif z3.is_app_of(v, z3.Z3_OP_SEQ_UNIT):
+            e = v.arg(0)
+            name = e.decl().name()
+            if name == "stored":
+                ks = [e.arg(j).as_long() for j in range(e.num_args())]
+                out.append(BlockStored(tuple(key_name(k) for k in ks if k != 0)))
+            elif name == "removed":
+                out.append(BlockRemoved(key_name(e.arg(0).as_long())))
+            else:
+                out.append(AllBlocksCleared())
+        elif not z3.is_app_of(v, z3.Z3_OP_SEQ_EMPTY):
+            raise ValueError(f"not a concrete event sequence: {v}")
+
+    walk(value)
+    return out

@@ -140,7 +140,9 @@ class Request:
     """What vLLM's pool reads of a request, as plain data.
 
     ``block_hashes`` are the prefix-chained hashes at ``hash_block_size``
-    granularity; the other fields only shape events.
+    granularity; the other fields only shape events. ``prompt_embeds`` is None for
+    a request of token ids, else the raw bytes of each prompt position's embedding
+    (vLLM's ``prompt_embeds`` tensor, one row per position, as its memory holds it).
     """
 
     block_hashes: tuple[object, ...]
@@ -149,11 +151,17 @@ class Request:
     mm: tuple[MMFeature, ...] = ()
     cache_salt: str | None = None
     session_id: Hashable | None = None
+    prompt_embeds: tuple[bytes, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "block_hashes", _seq(self.block_hashes))
         object.__setattr__(self, "all_token_ids", _seq(self.all_token_ids))
         object.__setattr__(self, "mm", _seq(self.mm))
+        if self.prompt_embeds is not None:
+            rows = _seq(self.prompt_embeds)
+            if any(type(row) is not bytes for row in rows):
+                raise ValueError("a request's prompt_embeds are rows of bytes, one per position")
+            object.__setattr__(self, "prompt_embeds", rows)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ call before it changes anything.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable
 from typing import Any, cast
 
@@ -358,7 +359,8 @@ def partial_event(
 def _extra_keys(
     req: Request, start: int, end: int, mm_idx: int
 ) -> tuple[tuple[tuple[object, ...], ...] | None, int]:
-    """The hash extra keys of tokens ``start:end`` (LoRA, multimodal inputs, cache salt).
+    """The hash extra keys of tokens ``start:end`` (LoRA, multimodal inputs, cache salt,
+    the SHA-256 of the prompt embeddings of those positions).
 
     ``mm_idx`` is the first multimodal input that may still overlap; the second
     value is where the next block should start looking.
@@ -381,6 +383,9 @@ def _extra_keys(
             mm_idx += 1
     if start == 0 and req.cache_salt:
         keys.append(("cache_salt", req.cache_salt))
+    if req.prompt_embeds is not None:
+        digest = hashlib.sha256(b"".join(req.prompt_embeds[start:end])).digest()
+        keys.append(("prompt_embeds", digest))
     return (tuple(keys) if keys else None), mm_idx
 
 

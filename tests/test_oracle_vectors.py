@@ -110,3 +110,41 @@ def test_a_target_that_cannot_build_a_pool_fails_every_vector_at_step_0() -> Non
     first = results[0][1]
     assert first is not None and (first.step, first.rule) == (0, "target crashed")
     assert "building the pools" in first.detail
+
+
+def test_vectors_a_target_lacks_a_call_for_are_not_run_and_not_counted() -> None:
+    # A pool without take_events or the multi-key calls: its vectors using them used to
+    # come back as "target crashed"; now they are listed as not run, and the rest run.
+    from kvpool.oracle.targets import resolve
+    from kvpool.oracle.vectors import load, needs, not_runnable, run_vectors
+
+    target = resolve("python:tests.forks.no_events:BlockPool")
+    skip = not_runnable(target)
+    results = run_vectors(target)
+    assert skip and results
+    assert len(skip) + len(results) == len(load())
+    assert {n for n, _ in results}.isdisjoint(skip)
+    assert all(
+        "TakeEvents" in lacking
+        or "evict_first" in lacking
+        or any(c.startswith(("Cache", "Move", "Emit", "GetCachedBlockGroups")) for c in lacking)
+        for lacking in skip.values()
+    )
+    assert len(results) < len(load())  # before, every vector ran (and "crashed")
+    assert not any(d is not None and "events_on" in d.detail for _, d in results)
+    # the full reference lacks nothing
+    assert not not_runnable(resolve("reference"))
+    saved = dict(load())["kind-ForeignBlock.json"]
+    assert needs(saved) == {"Touch", "multi_pool"}
+
+
+def test_cli_vectors_run_names_what_was_not_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvpool.oracle.cli import main
+
+    with pytest.raises(SystemExit):
+        main(
+            ["vectors", "run", "--target", "python:tests.forks.no_events:BlockPool"],
+            standalone_mode=True,
+        )
+    out = capsys.readouterr().out
+    assert "vectors not run" in out and "TakeEvents" in out

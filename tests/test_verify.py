@@ -180,6 +180,76 @@ def test_proof_cells_say_which_bound_they_hold_in(monkeypatch: pytest.MonkeyPatc
     assert checks["fixed-N hypotheses: witnesses replayed on the spec"].ok
 
 
+def test_a_counting_invariant_is_proved_every_n_only_by_its_own_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.proofs import runner as proofs
+    from kvpool.proofs.runner import ObligationResult as R
+
+    perm = R(
+        "S and T => PERM",
+        "inductive",
+        "z3 induction",
+        ("INV-FREE", "INV-CONSERVE"),
+        "every N",
+        "proved",
+        0.0,
+    )
+    own = R(
+        "init, S and T => INV-CONSERVE (ghost sums)",
+        "inductive",
+        "z3 induction",
+        ("INV-CONSERVE",),
+        "every N",
+        "proved",
+        0.0,
+    )
+    for rows in ([perm, own], [own, perm]):  # in either order
+        monkeypatch.setattr(proofs, "run", lambda profile, rows=rows: rows)
+        cells = {c.name: c for c in verify.run_proofs("fast")}["z3 induction"].cells
+        assert cells["INV-CONSERVE"].status == "proved every N"
+    # its own row not proved: failed, never proved
+    bad = R(
+        own.obligation, "inductive", "z3 induction", ("INV-CONSERVE",), "every N", "unknown", 0.0
+    )
+    monkeypatch.setattr(proofs, "run", lambda profile: [perm, bad])
+    cells = {c.name: c for c in verify.run_proofs("fast")}["z3 induction"].cells
+    assert cells["INV-CONSERVE"].status == "failed"
+
+
+def test_a_rule_proved_every_n_is_marked_so_and_a_fixed_n_only_rule_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.proofs import runner as proofs
+    from kvpool.proofs.runner import ObligationResult as R
+
+    rows = [
+        R(
+            "S and T => ORD-UNPIN",
+            "inductive",
+            "z3 induction",
+            ("ORD-UNPIN",),
+            "every N",
+            "proved",
+            0.0,
+        ),
+        R(
+            "RES-CACHED for every N",
+            "scope",
+            "z3 induction",
+            ("RES-CACHED",),
+            "why",
+            "fixed-N-only",
+            0.0,
+        ),
+    ]
+    monkeypatch.setattr(proofs, "run", lambda profile: rows)
+    check = {c.name: c for c in verify.run_proofs("fast")}["z3 induction"]
+    assert check.cells["ORD-UNPIN"] == Cell("proved every N", "every N, one step")
+    assert "RES-CACHED: fixed-N-only" in check.summary
+    assert "ORD-HANDOUT" not in check.cells  # no row, no cell
+
+
 # -- the parts, run side by side in fresh interpreters ------------------------------------------
 
 

@@ -44,35 +44,14 @@ def window_spec(window: int) -> SlidingWindowSpec:
     )
 
 
-HASH_FIELDS = ("block_hashes", "parent_block_hash")
-
-
-def external_hash(value: Any) -> Any:
-    """A block hash as vLLM 0.33.0 puts it in events (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES,
-    on by default): the low 64 bits of the hash bytes as an int."""
-    if isinstance(value, bytes):
-        return int.from_bytes(value, byteorder="big") & ((1 << 64) - 1)
-    if isinstance(value, list | tuple):
-        return tuple(external_hash(v) for v in value)
-    return value
-
-
-def event_data(event: Any, *, convert_hashes: bool = False) -> tuple[Any, ...]:
-    """An event as (class name, every field) -- msgspec structs list their fields.
-
-    ``convert_hashes`` maps bytes hashes to vLLM's external int form (see the gap noted in
-    test_manager.py); without it the fields are compared exactly as the pool emitted them.
-    """
+def event_data(event: Any) -> tuple[Any, ...]:
+    """An event as (class name, every field), exactly as the pool emitted it -- msgspec
+    structs list their fields. (Both pools put block hashes in vLLM's external form:
+    ints by default, ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES``.)"""
     names = getattr(event, "__struct_fields__", None)
     if names is None:
         names = sorted(vars(event))
-    fields = []
-    for n in names:
-        value = _plain(getattr(event, n))
-        if convert_hashes and n in HASH_FIELDS:
-            value = external_hash(value)
-        fields.append((n, value))
-    return (type(event).__name__, *fields)
+    return (type(event).__name__, *((n, _plain(getattr(event, n))) for n in names))
 
 
 def _plain(value: Any) -> Any:
@@ -87,7 +66,6 @@ class Manager:
     num_blocks: int = 12
     specs: tuple[Any, ...] = field(default_factory=lambda: (full_spec(),))
     events: bool = True
-    convert_hashes: bool = True
     log: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -171,9 +149,7 @@ class Manager:
 
     def _record(self, out: tuple[Any, ...]) -> tuple[Any, ...]:
         entry = {"out": out, **self.snapshot()}
-        entry["events"] = [
-            event_data(e, convert_hashes=self.convert_hashes) for e in self.manager.take_events()
-        ]
+        entry["events"] = [event_data(e) for e in self.manager.take_events()]
         self.log.append(entry)
         return out
 

@@ -323,7 +323,7 @@ class Serving:
             for rid, r in sorted(self.requests.items())
         }
         entry.update(self.pool_state())
-        entry["events"] = [event_data(e, convert_hashes=True) for e in self.publisher.take()]
+        entry["events"] = [event_data(e) for e in self.publisher.take()]
         self.log.append(entry)
 
 

@@ -168,17 +168,48 @@ def test_comparison_sees_a_difference() -> None:
     assert first_difference(logs[0], m.log) is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP in kvpool.impl: events carry the hash bytes; vLLM 0.33.0 emits "
-    "int.from_bytes(hash, 'big') & (2**64 - 1) (maybe_convert_block_hash, "
-    "VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES on by default). The other tests compare events "
-    "after that conversion.",
-)
-def test_event_hashes_in_vllms_external_form_unconverted() -> None:
+def test_event_hashes_are_vllms_ints_unconverted() -> None:
+    """vLLM 0.33.0 puts each block hash into its events as the low 64 bits of the hash
+    (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES, on by default); kvpool reads that setting as
+    vLLM does, so the logs above compare events exactly as each pool emitted them."""
     logs = []
     for kind in KINDS:
-        m = Manager(kind, convert_hashes=False)
+        m = Manager(kind)
         shared_prefix(m)
         logs.append(m.log)
     assert first_difference(logs[0], logs[1]) is None, first_difference(logs[0], logs[1])
+    hashes = [
+        h
+        for entry in logs[1]
+        for event in entry["events"]
+        if event[0] == "BlockStored"
+        for h in dict(event[1:])["block_hashes"]
+    ]
+    assert hashes and all(type(h) is int and 0 <= h < 2**64 for h in hashes)
+
+
+def test_a_pool_putting_hash_bytes_into_events_is_caught() -> None:
+    """The comparison can fail on the form of the hashes: a kvpool pool made to put the
+    bytes into its events (what it did before it read vLLM's setting) differs."""
+    clean = Manager("vllm")
+    shared_prefix(clean)
+    buggy = Manager("kvpool")
+    buggy.pool._int_event_hashes = False
+    shared_prefix(buggy)
+    assert first_difference(clean.log, buggy.log) is not None
+
+
+@pytest.mark.parametrize("setting", ["0", "1"])
+def test_the_int_hash_setting_is_read_as_vllm_reads_it(
+    setting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", setting)
+    logs = []
+    for kind in KINDS:
+        m = Manager(kind)
+        shared_prefix(m)
+        logs.append(m.log)
+    assert first_difference(logs[0], logs[1]) is None, first_difference(logs[0], logs[1])
+    stored = [ev for entry in logs[1] for ev in entry["events"] if ev[0] == "BlockStored"]
+    want = int if setting == "1" else bytes
+    assert stored and all(type(h) is want for ev in stored for h in dict(ev[1:])["block_hashes"])

@@ -1,6 +1,7 @@
 """kvpool's pool against vLLM's real BlockPool, in one process, interleaved.
 
     .venv/bin/python benchmarks/pool_vs_vllm.py [--reps 5] [--json FILE]
+    .venv/bin/python benchmarks/pool_vs_vllm.py --memory-only
 
 Rows:
 
@@ -14,7 +15,8 @@ Rows:
   or evict. The workload is recorded once on kvpool and replayed on each pool
   through its own API (the two hand out the same block ids on valid calls, which
   the oracle checks), so both do exactly the same work;
-* bytes per block after building a 100,000-block pool (tracemalloc).
+* bytes per block after building a 100,000-block pool (tracemalloc; alone with
+  ``--memory-only``).
 
 Ratios are kvpool time / vLLM time per repetition, run back to back; the table
 shows their median, min and max. Below 1.0 means kvpool is faster.
@@ -215,6 +217,16 @@ def bytes_per_block(build: Callable[[int], object], n: int = 100_000) -> float:
     return current / n
 
 
+def measure_memory(block_pool: Any = None) -> dict[str, float]:
+    """Bytes per block of each pool, built with 100,000 blocks (``--memory-only``)."""
+    if block_pool is None:
+        block_pool, _ = load_vllm()
+    return {
+        "kvpool": bytes_per_block(BlockPool),
+        "vllm": bytes_per_block(lambda n: block_pool.BlockPool(n, True, hash_block_size=16)),
+    }
+
+
 # -- the run ---------------------------------------------------------------------------------
 
 
@@ -297,10 +309,7 @@ def run(
             }
         )
 
-    memory = {
-        "kvpool": bytes_per_block(BlockPool),
-        "vllm": bytes_per_block(lambda n: block_pool.BlockPool(n, True, hash_block_size=16)),
-    }
+    memory = measure_memory(block_pool)
     return {
         "reps": reps,
         "rows": [
@@ -324,7 +333,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--memory-only", action="store_true", help="only the bytes per block, no timing"
+    )
     args = parser.parse_args(argv)
+    if args.memory_only:
+        m = measure_memory()
+        print(
+            f"bytes per block (100,000-block pool): kvpool {m['kvpool']:.0f}, vLLM {m['vllm']:.0f}"
+        )
+        return 0
     result = run(args.reps, steps=args.steps)
     print(f"kvpool / vLLM time, {args.reps} interleaved repetitions (below 1.0: kvpool faster)")
     print(f"{'row':<62} {'kvpool us':>10} {'vLLM us':>10} {'median':>7} {'min':>6} {'max':>6}")

@@ -48,6 +48,14 @@ def pool_section(quick: bool) -> dict[str, Any]:
     return pool_vs_vllm.run(reps=3 if quick else 7, steps=5_000 if quick else 20_000)
 
 
+def memory_section(quick: bool) -> dict[str, Any]:
+    """Bytes per block alone (the pool section measures them too, with its timings)."""
+    sys.path.insert(0, str(HERE))
+    import pool_vs_vllm
+
+    return {"bytes_per_block": pool_vs_vllm.measure_memory()}
+
+
 def vllm_paths_section(quick: bool) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     import vllm_paths
@@ -382,6 +390,7 @@ def search_power_section(quick: bool) -> dict[str, Any]:
 SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "pool": pool_section,
     "vllm_paths": vllm_paths_section,
+    "memory": memory_section,
     "oracle": oracle_section,
     "search_power": search_power_section,
     "proofs": proofs_section,
@@ -457,11 +466,19 @@ def render(results: dict[str, Any]) -> str:
                 f"| {r['name']} | {r['kvpool_us']:.3f} | {r['vllm_us']:.3f} | "
                 f"**{r['median']:.2f}** | {r['min']:.2f} | {r['max']:.2f} |"
             )
-        m = pool["bytes_per_block"]
+        # The later of the two measurements: the pool section's, or the memory section's
+        # (``--only memory``, which re-measures the bytes without the timings).
+        memory = results.get("memory")
+        if memory and memory.get("measured", "") >= pool.get("measured", ""):
+            m, when = memory["bytes_per_block"], memory.get("measured", "")
+        else:
+            m, when = pool["bytes_per_block"], pool.get("measured", "")
         lines += [
             "",
             f"Memory: {m['kvpool']:.0f} bytes per block for kvpool, {m['vllm']:.0f} for vLLM "
-            "(tracemalloc, after building a 100,000-block pool).",
+            "(tracemalloc, after building a 100,000-block pool: "
+            "`.venv/bin/python benchmarks/pool_vs_vllm.py --memory-only`, or "
+            f'`make bench BENCH_ARGS="--only memory"`; measured {when.split(",")[0]}).',
             "",
             "![time per call against pool size](img/pool_vs_vllm.png)",
             "",
@@ -497,19 +514,31 @@ def render(results: dict[str, Any]) -> str:
             "* `touch`, `free_blocks`, `unpin_blocks` and `cache_full_blocks` check and "
             "change in one pass and roll back the entries done on a refusal (the full "
             "checks run only then), where they used to validate in a pass of their own.",
-            "* `touch` takes the free blocks it meets out of the queue after its pass, "
+            "* `touch` takes a free block it meets out of the queue in its one pass, "
             "through the queue's own `_remove` (the method the refinement proof covers), "
-            "one call per such block as vLLM makes. Unlinking inline was measured 0.1 "
-            "faster on the serving mix and not taken: it would put list surgery in the "
-            "pool, outside the proof. What it costs above vLLM's on short lists is the "
-            "fixed work per call (the type test of the argument, the mark, the metrics "
-            "check): timed alone on in-use blocks (12-05), 92 ns against 69 for 1 block, "
-            "161 against 151 for 4, 637 against 717 for 24, so about 4 ns a block less and "
-            "even at about 6 blocks a list; the serving mix's lists hold 4.5 on average, "
-            "which is why `touch` stays above 1.0 there. In this replay the mark's test is "
-            "about a tenth of `touch`'s time and the argument's type test a thirtieth "
-            "(replayed with each removed, 12-05): the checks themselves, not their "
-            "bookkeeping.",
+            "one call per such block as vLLM makes, and keeps what a refusal needs in the "
+            "block's emptied `prev_free_block` (the neighbour it followed): a refusal "
+            "relinks the blocks newest first, the exact reverse of the unlinking (dancing "
+            "links), so nothing is allocated per call. Until 12-05 it "
+            "collected those blocks in a list and unlinked them after its pass, which cost "
+            "0.1 of `touch`'s time against unlinking in the pass with no rollback at all; "
+            "keeping the rollback in the emptied links gives back a quarter of that: the "
+            "old and the new `touch` interleaved in one process on this trace (12-05, "
+            "three runs of 9 to 11 rounds), 1.13-1.16 of vLLM's time before against "
+            "1.11-1.14 after. Unlinking inline "
+            "instead of calling `_remove` measured a further 0.03 and was not taken: the "
+            "hot path would leave the proof, and the catalogue's two `_remove` mutants "
+            "(`remove-keeps-links`, `remove-half-stitched`) would no longer be reachable "
+            "by the lockstep search. What keeps `touch` above vLLM's time on the serving "
+            "mix is the checks themselves on short lists (4.5 blocks on average; "
+            "lookup-heavy lists hold 23): with every check removed it runs at 0.91-0.96 of "
+            "vLLM's time here; the argument's type test (a generator or a list subclass is "
+            "copied first, so that a refusal can read the entries again) costs about 0.04, "
+            "the pool's mark (its load and its test per block) about 0.09. A block class "
+            "of each pool's own "
+            "(`type(block) is pool_class`, one test for *a block, and mine*) measured "
+            "slower than the mark (1.15 against 1.10, 12-05): a `type()` call costs more "
+            "than reading a slot.",
             "* `unpin_blocks` keeps every distinct watcher of a block (vLLM keeps the last "
             "one: the `unpin-one-watcher` finding of docs/errata.md). The pending watchers "
             "live on the block (`KVCacheBlock._pending`, and `_pending_order`, its place in "
@@ -518,10 +547,12 @@ def render(results: dict[str, Any]) -> str:
             "(block id -> watchers, until 12-05) they made `unpin_blocks` 1.3 to 1.6 of "
             "vLLM's time here. `get_new_blocks` reads the slot of each block it hands out in the "
             "pass it makes anyway, where it popped each from the dict. The two slots cost "
-            "16 bytes a block (152 bytes against vLLM's 136 by "
-            "`pool_vs_vllm.bytes_per_block`, 12-05; the memory line above was measured "
-            "before them). One tuple serves every block of a call, and the first pending "
-            "watcher is tested before the rest are searched.",
+            "16 bytes a block (the memory line above). One tuple serves every block of a "
+            "call, and the first pending watcher is tested before the rest are searched. "
+            "Linking the released blocks onto the queue's tail in the pass, instead of "
+            "collecting them for `_append_n`, measured 0.79 against 0.89-0.90 on the "
+            "serving mix (12-05) and was not taken, for the reason above: `_append_n` is "
+            "proved, and the `unpin-to-front` mutant patches that call.",
             "",
         ]
     for name, title in (

@@ -612,9 +612,15 @@ class BlockPool:
         if type(blocks) is not list:
             blocks = _materialise(blocks, "blocks")
         mark = self._weak_self
-        # One pass checks and counts; the free blocks it meets leave the queue after
-        # it, so a refusal only has references to give back (``_undo_touch``).
-        leaving: list[KVCacheBlock] | None = None
+        # One pass checks, counts and unlinks. A free block it meets leaves the queue
+        # at once, through the queue's own ``_remove`` (the method the refinement proof
+        # covers), one call per such block as vLLM makes, and keeps in its emptied
+        # ``prev_free_block`` the neighbour it followed: a refusal puts the blocks back
+        # after those neighbours newest first, the exact reverse of the unlinking
+        # ("dancing links", ``_undo_touch``); after the pass the link is emptied again.
+        # Nothing is allocated: a list of the blocks to unlink after the pass cost 0.05
+        # of touch's time or more here (benchmarks/vllm_paths.py, 12-05).
+        unlinked = False
         block: Any = None
         try:
             for block in blocks:
@@ -626,10 +632,10 @@ class BlockPool:
                     if block.is_null:  # never pooled: its ref_cnt stays 0
                         continue
                     # An eviction candidate in use again: it leaves the free queue.
-                    if leaving is None:
-                        leaving = [block]
-                    else:
-                        leaving.append(block)
+                    prev = block.prev_free_block
+                    self.free_block_queue._remove(block)
+                    block.prev_free_block = prev
+                    unlinked = True
                 block.ref_cnt = ref_cnt + 1
         except BaseException as exc:
             self._undo_touch(blocks, block)
@@ -641,10 +647,12 @@ class BlockPool:
             # would then recurse instead of touching what the check accepted.
             self._touch_checked(self._own(blocks, null_ok=True))
             return
-        if leaving is not None:
-            remove = self.free_block_queue._remove
-            for block in leaving:
-                remove(block)
+        if unlinked:
+            # Out of the queue: no links (INV-LIST). A block in use has none already;
+            # ``next_free_block`` is left as ``_remove`` left it.
+            for block in blocks:
+                if block.prev_free_block is not None:
+                    block.prev_free_block = None
         if self.metrics_collector:
             self._metrics_accessed(blocks)
 
@@ -656,15 +664,29 @@ class BlockPool:
                 collector.on_block_accessed(block)
 
     def _undo_touch(self, entries: list[Any], failed: Any) -> None:
-        """Give back the references ``touch`` took before ``failed``'s first appearance.
+        """Give back what ``touch`` did before ``failed``'s first appearance.
 
         Every entry before it passed the ownership test, so is this pool's block; the
         first entry to fail is the first appearance of ``failed``, since an entry that
         fails the test fails it every time. (Counting entries instead costs a tenth
         of touch's time on lists of in-use blocks, measured by benchmarks/vllm_paths.py.)
+        The blocks ``touch`` unlinked are those of them with a ``prev_free_block`` (a
+        block in use has none), unlinked in the order they first appear. They go back
+        newest first, each after the neighbour it kept: undone in the reverse order of
+        the unlinking, each finds that neighbour's next is the block that followed it
+        then, so the queue is exactly as it was.
         """
         stop = next((i for i, e in enumerate(entries) if e is failed), len(entries))
-        for block in entries[:stop]:
+        done = entries[:stop]
+        unlinked = list({id(b): b for b in done if b.prev_free_block is not None}.values())
+        for block in reversed(unlinked):
+            prev = block.prev_free_block
+            nxt = prev.next_free_block
+            block.next_free_block = nxt
+            nxt.prev_free_block = block
+            prev.next_free_block = block
+        self.free_block_queue.num_free_blocks += len(unlinked)
+        for block in done:
             if not block.is_null:
                 block.ref_cnt -= 1
 

@@ -268,7 +268,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "touch-keeps-free",
         "touch raises ref_cnt but leaves a free block in the free queue",
         ("INV-FREE", "state differs"),
-        pool=(("                remove(block)\n", "                pass\n"),),
+        pool=(
+            (
+                "                    prev = block.prev_free_block\n"
+                "                    self.free_block_queue._remove(block)\n"
+                "                    block.prev_free_block = prev\n"
+                "                    unlinked = True\n",
+                "                    pass\n",
+            ),
+        ),
     ),
     # -- the null block -----------------------------------------------------------------
     _m(

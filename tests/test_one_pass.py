@@ -1,17 +1,25 @@
 """touch and unpin_blocks check and change in one pass, and roll back on a refusal.
 
 The pass changes blocks before it reaches a bad entry, so each refusal must give back
-exactly what was done: references (touch takes the free blocks it met out of the
-queue only once the pass is over, so their places need no rollback) and pending
+exactly what was done: references, the free blocks touch took out of the queue (each
+put back after the neighbour it kept, newest first: "dancing links") and pending
 watchers (new ones come off the end of the dict; tuples a watcher was added to get
-their old value). Each rollback test is paired with a seeded bug, a rollback that is
-subtly wrong, and shows that the same check catches it. cache_full_blocks' one pass
-(keys given, then taken back last to first) is tested the same way below.
+their old value). A bad entry at every position of a list, of every kind, is refused
+with the state unchanged, under ``python -O`` too. Each rollback test is paired with a
+seeded bug, a rollback that is subtly wrong, and shows that the same check catches it.
+cache_full_blocks' one pass (keys given, then taken back last to first) is tested the
+same way below.
 """
 
 from __future__ import annotations
 
+import copy
+import subprocess
+import sys
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,11 +85,13 @@ def test_a_touch_rollback_that_stops_one_entry_short_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Seeded bug: the rollback takes the failing entry's index as the count of entries done."""
+    original = BlockPool._undo_touch
 
     def one_short(self: BlockPool, entries: list[KVCacheBlock], failed: object) -> None:
+        original(self, entries, failed)
         stop = next(i for i, e in enumerate(entries) if e is failed)
-        for block in entries[: stop - 1]:
-            block.ref_cnt -= 0 if block.is_null else 1
+        if not entries[stop - 1].is_null:
+            entries[stop - 1].ref_cnt += 1  # the last entry done keeps its reference
 
     pool, blocks = free_pool()
     in_use = pool.get_new_blocks(1)
@@ -89,6 +99,42 @@ def test_a_touch_rollback_that_stops_one_entry_short_is_caught(
     monkeypatch.setattr(BlockPool, "_undo_touch", one_short)
     with pytest.raises(InvalidArgument):
         pool.touch([blocks[1], *in_use, object()])
+    assert snapshot(pool) != before
+
+
+def oldest_first(self: BlockPool, entries: list[KVCacheBlock], failed: object) -> None:
+    """Seeded bug: the unlinked blocks go back oldest first (not the reverse of the unlinking)."""
+    stop = next((i for i, e in enumerate(entries) if e is failed), len(entries))
+    unlinked = list({id(b): b for b in entries[:stop] if b.prev_free_block is not None}.values())
+    for block in unlinked:  # the bug: oldest first
+        prev = block.prev_free_block
+        nxt = prev.next_free_block  # type: ignore[union-attr]
+        block.next_free_block = nxt
+        nxt.prev_free_block = block  # type: ignore[union-attr]
+        prev.next_free_block = block  # type: ignore[union-attr]
+    self.free_block_queue.num_free_blocks += len(unlinked)
+    for block in entries[:stop]:
+        if not block.is_null:
+            block.ref_cnt -= 1
+
+
+def forgets_unlinked(self: BlockPool, entries: list[KVCacheBlock], failed: object) -> None:
+    """Seeded bug: the rollback of the old two-step touch, which had unlinked nothing yet."""
+    stop = next((i for i, e in enumerate(entries) if e is failed), len(entries))
+    for block in entries[:stop]:
+        if not block.is_null:
+            block.ref_cnt -= 1
+
+
+@pytest.mark.parametrize("bug", [oldest_first, forgets_unlinked])
+def test_a_touch_rollback_that_misplaces_unlinked_blocks_is_caught(
+    monkeypatch: pytest.MonkeyPatch, bug: Callable[..., None]
+) -> None:
+    pool, blocks = free_pool()
+    before = snapshot(pool)
+    monkeypatch.setattr(BlockPool, "_undo_touch", bug)
+    with pytest.raises(InvalidArgument):
+        pool.touch([blocks[1], blocks[2], object()])  # type: ignore[list-item]
     assert snapshot(pool) != before
 
 
@@ -215,3 +261,165 @@ def test_a_cache_rollback_that_leaves_an_emptied_key_is_caught(
             _Req([b"a" * 8, b"a" * 8, b"b" * 8]), [blocks[1], blocks[2], "x"], 0, 3, 16, 0
         )  # type: ignore[list-item]
     assert (snapshot(pool), list(pool._index)) != before
+
+
+# -- a bad entry at every position -----------------------------------------------------------
+
+
+class _Raising:
+    """Not a block: every attribute read raises ``exc``."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def __getattr__(self, name: str) -> object:
+        raise self.exc
+
+
+def every_position_failures() -> list[str]:
+    """Each bad entry at each position of a list of good ones, through touch, unpin_blocks
+    and free_blocks: what was not refused as expected or left a pool changed (empty: none).
+
+    Checks with ``if``, not ``assert``, so that ``python -O`` runs them too
+    (``test_every_position_under_python_dash_O``).
+    """
+    failures: list[str] = []
+
+    def setup() -> tuple[BlockPool, BlockPool, list[KVCacheBlock], list[KVCacheBlock]]:
+        # Blocks 1..6 cached and free (queue 1..6, then 9..11); 7 and 8 in use, 8 twice.
+        pool = BlockPool(12)
+        blocks = pool.get_new_blocks(8)
+        pool.cache_blocks(blocks[:6], [f"k{i}".encode() for i in range(6)])
+        pool.free_blocks(blocks[:6])
+        pool.touch(blocks[7:8])
+        other = BlockPool(5)
+        theirs = other.get_new_blocks(2)
+        other.free_blocks(theirs[1:])  # their block 2: free, in their queue
+        return pool, other, blocks, theirs
+
+    def state(*pools: BlockPool) -> list[tuple[object, ...]]:
+        return [snapshot(p) for p in pools]
+
+    def kinds(
+        pool: BlockPool, other: BlockPool, blocks: list[KVCacheBlock], theirs: list[KVCacheBlock]
+    ) -> list[tuple[str, object, type[BaseException]]]:
+        return [
+            ("their block in use", theirs[0], ForeignBlock),
+            ("their free block", theirs[1], ForeignBlock),
+            ("not a block", object(), InvalidArgument),
+            ("hand-built block", KVCacheBlock(3), InvalidArgument),
+            ("copy of a block", copy.copy(blocks[2]), InvalidArgument),
+            ("entry raising", _Raising(ZeroDivisionError()), InvalidArgument),
+            ("entry raising Ctrl-C", _Raising(KeyboardInterrupt()), KeyboardInterrupt),
+        ]
+
+    def check(
+        name: str, call: Callable[[], object], expected: type[BaseException], *pools: BlockPool
+    ) -> None:
+        before = state(*pools)
+        try:
+            call()
+        except BaseException as exc:  # every outcome is compared
+            if type(exc) is not expected:
+                failures.append(f"{name}: {type(exc).__name__}, expected {expected.__name__}")
+        else:
+            failures.append(f"{name}: accepted")
+        if state(*pools) != before:
+            failures.append(f"{name}: a pool changed")
+        for p in pools:
+            if p.check_invariants():
+                failures.append(f"{name}: {p.check_invariants()[0]}")
+
+    pool, other, blocks, theirs = setup()
+    b1, b2, b3, b4, b5, _, b7, b8 = blocks
+    # touch: adjacent and scattered free blocks (2 and 3 neighbours, 1 the queue's front),
+    # one listed twice, the null block, blocks in use.
+    touch_good = [b2, b3, pool.null_block, b5, b2, b7, b4, b8, b1]
+    # unpin_blocks and free_blocks: blocks in use, 8 (held twice) listed twice.
+    release_good = [b7, b8, b8]
+    for label, bad, expected in kinds(pool, other, blocks, theirs):
+        for pos in range(len(touch_good) + 1):
+            entries: list[Any] = [*touch_good[:pos], bad, *touch_good[pos:]]
+            check(
+                f"touch, {label} at {pos}",
+                partial(pool.touch, entries),
+                expected,
+                pool,
+                other,
+            )
+        for pos in range(len(release_good) + 1):
+            entries = [*release_good[:pos], bad, *release_good[pos:]]
+            check(
+                f"unpin_blocks, {label} at {pos}",
+                partial(pool.unpin_blocks, entries, print),
+                expected,
+                pool,
+                other,
+            )
+            if label.startswith("their"):
+                continue  # free_blocks forwards a block of another live pool
+            check(
+                f"free_blocks, {label} at {pos}",
+                partial(pool.free_blocks, entries),
+                expected,
+                pool,
+                other,
+            )
+    # Refusals only unpin_blocks and free_blocks have: the null block, one entry too many.
+    for pos in range(len(release_good) + 1):
+        for label, bad, expected in (
+            ("the null block", pool.null_block, NullBlockMisuse),
+            ("block 7 once too often", b7, RefCountUnderflow),
+        ):
+            entries = [*release_good[:pos], bad, *release_good[pos:]]
+            check(
+                f"unpin_blocks, {label} at {pos}",
+                partial(pool.unpin_blocks, entries, print),
+                expected,
+                pool,
+                other,
+            )
+            if label != "the null block":  # free_blocks skips it
+                check(
+                    f"free_blocks, {label} at {pos}",
+                    partial(pool.free_blocks, entries),
+                    expected,
+                    pool,
+                    other,
+                )
+    # The good list alone is accepted.
+    try:
+        pool.touch(touch_good)
+    except Exception as exc:  # a pool a bad rollback broke may raise anything
+        failures.append(f"touch of the good list: {type(exc).__name__}")
+    if [b.ref_cnt for b in blocks] != [1, 2, 1, 1, 1, 0, 2, 3] or pool.check_invariants():
+        failures.append(f"touch of the good list: {[b.ref_cnt for b in blocks]}")
+    return failures
+
+
+def test_a_bad_entry_at_every_position_is_refused_with_nothing_changed() -> None:
+    assert every_position_failures() == []
+
+
+def test_every_position_catches_a_touch_that_keeps_its_unlinked_blocks_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seeded bug: the old rollback, which had no unlinked blocks to put back."""
+    monkeypatch.setattr(BlockPool, "_undo_touch", forgets_unlinked)
+    failures = every_position_failures()
+    assert failures
+    # The first failure: a touch refused after a free block was unlinked (not at position
+    # 0, where none was); the broken queue then fails later calls too.
+    assert failures[0].startswith("touch, ") and " at 0:" not in failures[0]
+
+
+def test_every_position_under_python_dash_O() -> None:
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import test_one_pass as t; "
+        "print(repr(t.every_position_failures()), __debug__)"
+    )
+    here = str(Path(__file__).parent)
+    out = subprocess.run(
+        [sys.executable, "-O", "-c", script, here], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["[]", "False"]

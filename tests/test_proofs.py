@@ -131,6 +131,10 @@ def test_the_every_n_counts_and_rules_run_after_the_other_every_n_queries(
         lambda t, cvc5: calls.append(f"counts and rules, cvc5={cvc5}") or [],
     )
     runner.run("default", part="bmc-induction")
+    # cvc5 on them is the deep profile's (50 s: make verify's budget)
+    assert calls[-1] == "counts and rules, cvc5=False"
+    calls.clear()
+    runner.run("deep", part="bmc-induction")
     assert calls[-1] == "counts and rules, cvc5=True"
     assert calls.index("run_induction_mutants") < len(calls) - 1
 

@@ -74,7 +74,7 @@ def test_the_wheel_installs_and_runs_outside_the_repository(tmp_path: Path) -> N
         (["--version"], "0."),
         (["conform", "--target", "reference", "--examples", "5", "--steps", "5"], "conforms"),
         (["vectors", "check"], "all vectors match"),
-        (["vectors", "run", "--target", "reference"], "vectors pass on reference"),
+        (["vectors", "run", "--target", "reference"], "vectors run pass on reference"),
     ):
         done = _run([kvpool, *args], work, env)
         assert done.returncode == 0, f"kvpool {' '.join(args)}:\n{done.stdout}{done.stderr}"

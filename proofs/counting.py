@@ -60,6 +60,7 @@ from .model import (
     args_domain,
     fresh_args,
     fresh_state,
+    hypothesis_model,
     initial,
     isolated_check,
     iv,
@@ -334,18 +335,6 @@ def witness_goals(
             prefer = [a.n >= 1] if case.startswith("loop") else []
             if case != "GetNewBlocks" and not case.startswith("loop"):
                 prefer.append(r.err == 0)
-        status, dt, m = "unknown", 0.0, None
-        for extra in (prefer, []):
-            for seed in range(4):
-                # "refuted" of False is a model of the hypothesis
-                status, took, m = isolated_check(
-                    [*hyp, size == n, *extra], z3.BoolVal(False), timeout_ms, seed
-                )
-                dt += took
-                if status != "unknown":
-                    break
-            if status == "refuted":
-                break
-        st = {"refuted": "sat", "proved": "unsat"}.get(status, "unknown")
+        st, dt, m = hypothesis_model([*hyp, size == n], [prefer, []], timeout_ms)
         out.append(Goal(p, case, st, dt, m, ctx))
     return out

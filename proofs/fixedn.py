@@ -65,6 +65,18 @@ STATE_OBLIGATIONS = (
 )
 """The hypothesis H, part by part: each part is also a goal (it must survive the step)."""
 
+STEP_RULES = (
+    "ORD-HANDOUT",
+    "ORD-RELEASE",
+    "ORD-UNPIN",
+    "WATCH-FIRE",
+    "ERR-ATOMIC",
+    "RES-CACHED",
+    "RES-RESET",
+    "RES-NUMFREE",
+)
+"""The rules of ``spec/rules.py`` asked of one call from a state satisfying H."""
+
 LEMMAS = {"INV-WATCH": "WATCH-PER-BLOCK"}
 """Goals shown from another part by a lemma on every state, not by their own step: the
 global count of INV-WATCH (registered == fired + pending, a sum over N x W cells) was

@@ -1243,6 +1243,29 @@ def isolated_check(
     return "unknown", dt, None
 
 
+def hypothesis_model(
+    hyp: list[z3.BoolRef],
+    prefer: list[list[z3.BoolRef]],
+    timeout_ms: int,
+    seeds: int = 4,
+) -> tuple[str, float, z3.ModelRef | None]:
+    """A model of ``hyp`` (a witness that an obligation's hypothesis is satisfiable):
+    "sat" with it, "unsat" (the hypothesis is vacuous) or "unknown", and the seconds.
+    Each constraint list of ``prefer`` is tried in turn (the last is usually ``[]``,
+    any model), each at z3 seeds 0..seeds-1 until one is not unknown."""
+    status, dt, m = "unknown", 0.0, None
+    for extra in prefer:
+        for seed in range(seeds):
+            # "refuted" of False is a model of the hypothesis
+            status, took, m = isolated_check([*hyp, *extra], z3.BoolVal(False), timeout_ms, seed)
+            dt += took
+            if status != "unknown":
+                break
+        if status == "refuted":
+            break
+    return {"refuted": "sat", "proved": "unsat"}.get(status, "unknown"), dt, m
+
+
 def isolated_checks(
     hyp: list[z3.BoolRef], goals: list[z3.BoolRef], timeout_ms: int, seed: int = 0
 ) -> list[tuple[str, float, z3.ModelRef | None]]:

@@ -349,7 +349,7 @@ def run_induction_mutants(
             if part not in STRONG_PARTS:
                 # no part of the every-N invariant speaks of it: the fixed-N induction
                 # does, and runs the claim there; a claim nothing can run is a failure
-                if part in fixedn.STATE_OBLIGATIONS or part in _FIXEDN_STEP_RULES:
+                if part in fixedn.STATE_OBLIGATIONS or part in fixedn.STEP_RULES:
                     deferred.append((m.name, part))
                 else:
                     rows.append(
@@ -485,6 +485,22 @@ COUNTING_MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+def _goals_status(goals: list[Any]) -> tuple[str, list[Any]]:
+    """A row's status from its goals (proved only if there are some and all are), and the
+    goals not proved."""
+    bad = [g for g in goals if g.status != "proved"]
+    if goals and not bad:
+        return "proved", bad
+    return ("refuted" if any(g.status == "refuted" for g in bad) else "unknown"), bad
+
+
+def _decode_pre(mdl: z3.ModelRef, cfg: Any, s: Any, N: int) -> Any:
+    """The spec's pool state a model of the every-N encoding describes (N blocks)."""
+    caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+    events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+    return decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+
+
 def run_counting(timeout_ms: int) -> list[ObligationResult]:
     """INV-CONSERVE and INV-WATCH for every N (:mod:`counting`): one row per invariant
     (init, every call kind, the hand-out loop)."""
@@ -492,12 +508,7 @@ def run_counting(timeout_ms: int) -> list[ObligationResult]:
     gs = counting.goals(timeout_ms=timeout_ms)
     for part in counting.PARTS:
         mine = [g for g in gs if g.name == part]
-        bad = [g for g in mine if g.status != "proved"]
-        status = (
-            "proved"
-            if mine and not bad
-            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-        )
+        status, bad = _goals_status(mine)
         rows.append(
             ObligationResult(
                 f"init, S and T => {part} (ghost sums)",
@@ -529,9 +540,7 @@ def counting_witness_row(
             continue
         cfg, s, _a, g, _r = w.ctx
         mdl = w.model
-        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
-        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
-        ps = decode_state(mdl, s, n, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+        ps = _decode_pre(mdl, cfg, s, n)
         bad = check_pool(ps)
         in_use = sum(1 for b in range(1, n) if ps.ref[b] > 0)
         pend = sum(len(v) for v in ps.pending.values())
@@ -556,14 +565,47 @@ def counting_witness_row(
     )
 
 
+def _mutant_row(
+    row: ObligationResult,
+    bug: str,
+    ask: Callable[[tuple[str, ...] | None, int], list[Any]],
+    cases: tuple[str, ...] | None,
+    invariants: tuple[str, ...] = (),
+) -> ObligationResult:
+    """``row`` for a mutant that must make its every-N proof fail: ``ask(cases, seed)`` the
+    obligation's goals (refuting), first at ``cases`` then, without a refutation, at every
+    case; the counterexample replayed on the buggy spec (:func:`_replay_step`). An
+    unknown, or a refutation the replay does not confirm, is asked again at z3 seeds
+    1..3: z3's answer and model depend on the process's history (some models are of a
+    call the spec treats otherwise, and evict-first-ignored's query came back unknown in
+    3 s once, after the part's other queries)."""
+    rule = row.invariants[0]
+    for seed in range(4):
+        gs = ask(cases, seed)
+        if cases is not None and not any(g.status == "refuted" for g in gs):
+            gs += ask(None, seed)
+        row.seconds += sum(g.seconds for g in gs)
+        hit = next((g for g in gs if g.status == "refuted"), None)
+        if hit is None or hit.model is None or hit.ctx is None:
+            proved = all(g.status == "proved" for g in gs)
+            if not row.status or row.status == "unknown":
+                row.status = "NOT-refuted" if proved else "unknown"
+            if proved:  # a proof does not change with the seed; an unknown may
+                break
+            continue
+        cfg, s, a = hit.ctx[:3]
+        row.trace, row.replay = _replay_step(bug, rule, cfg, s, a, hit.model, invariants)
+        row.trace.insert(0, f"case: {hit.case}")
+        row.status = "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
+        if row.status == "expected-refuted":
+            break
+    return row
+
+
 def run_counting_mutants(
     timeout_ms: int, which: dict[str, tuple[str, tuple[str, ...]]] | None = None
 ) -> list[ObligationResult]:
-    """Each mutant must make its count's proof fail, the counterexample replayed on the
-    buggy spec; an unknown, or a refutation the replay does not confirm, is asked again at
-    z3 seeds 1..3 (z3's answer and model depend on the process's history: some models
-    are of a call the spec treats otherwise, and evict-first-ignored's query came back
-    unknown in 3 s once, after the part's other queries)."""
+    """Each mutant must make its count's proof fail (:func:`_mutant_row`)."""
     rows = []
     for bug, (part, cases) in (COUNTING_MUTANTS if which is None else which).items():
         row = ObligationResult(
@@ -575,28 +617,11 @@ def run_counting_mutants(
             "",
             0.0,
         )
-        for seed in range(4):
-            gs = counting.goals((part,), cases, frozenset([bug]), timeout_ms, True, seed)
-            if not any(g.status == "refuted" for g in gs):  # then every other case
-                gs += counting.goals((part,), None, frozenset([bug]), timeout_ms, True, seed)
-            row.seconds += sum(g.seconds for g in gs)
-            hit = next((g for g in gs if g.status == "refuted"), None)
-            if hit is None or hit.model is None or hit.ctx is None:
-                proved = all(g.status == "proved" for g in gs)
-                if not row.status or row.status == "unknown":
-                    row.status = "NOT-refuted" if proved else "unknown"
-                if proved:  # a proof does not change with the seed; an unknown may
-                    break
-                continue
-            cfg, s, a, _g, _r = hit.ctx
-            row.trace, row.replay = _replay_step(bug, part, cfg, s, a, hit.model, (part,))
-            row.trace.insert(0, f"case: {hit.case}")
-            row.status = (
-                "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
-            )
-            if row.status == "expected-refuted":
-                break
-        rows.append(row)
+
+        def ask(cs: tuple[str, ...] | None, seed: int, part: str = part, bug: str = bug) -> Any:
+            return counting.goals((part,), cs, frozenset([bug]), timeout_ms, True, seed)
+
+        rows.append(_mutant_row(row, bug, ask, cases, (part,)))
     return rows
 
 
@@ -613,9 +638,7 @@ def _replay_step(
     spec. With ``invariants``: "confirmed" if it breaks one of them there; without: if
     its result or state differs from the semantics' (:func:`_replay_ops`)."""
     N = int(mdl.eval(cfg.dom.N, model_completion=True).as_long())
-    caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
-    events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
-    ps = decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+    ps = _decode_pre(mdl, cfg, s, N)
     op = to_op(read_args(mdl, a), N)
     trace = [f"state: N={N} {ps.describe()}", repr(op)]
     pre_bad = check_pool(ps)
@@ -653,12 +676,7 @@ def run_steprules(timeout_ms: int) -> list[ObligationResult]:
     gs = steprules.goals(timeout_ms=timeout_ms)
     for rule in steprules.RULES:
         mine = [g for g in gs if g.name == rule]
-        bad = [g for g in mine if g.status != "proved"]
-        status = (
-            "proved"
-            if mine and not bad
-            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-        )
+        status, bad = _goals_status(mine)
         rows.append(
             ObligationResult(
                 f"S and T => {rule}",
@@ -692,11 +710,7 @@ def steprules_witness_row(
             problems.append(f"{w.name} / {w.case}: hypothesis {w.status}")
             continue
         cfg, s, _a, _r = w.ctx
-        mdl = w.model
-        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
-        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
-        ps = decode_state(mdl, s, n, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
-        bad = check_pool(ps)
+        bad = check_pool(_decode_pre(w.model, cfg, s, n))
         if bad:
             problems.append(f"{w.name} / {w.case}: decoded state breaks {bad[0]}")
     return ObligationResult(
@@ -714,34 +728,17 @@ def steprules_witness_row(
 def run_steprule_mutants(
     timeout_ms: int, which: dict[str, tuple[str, tuple[str, ...] | None]] | None = None
 ) -> list[ObligationResult]:
-    """Each rule's mutant must make its proof fail, the counterexample replayed on the
-    buggy spec (seeds 1..3 retried as in :func:`run_counting_mutants`)."""
+    """Each rule's mutant must make its proof fail (:func:`_mutant_row`)."""
     rows = []
     for bug, (rule, cases) in (STEPRULE_MUTANTS if which is None else which).items():
         row = ObligationResult(
             f"S and T => {rule} [{bug}]", "mutant", "z3 induction", (rule,), "every N>=1", "", 0.0
         )
-        for seed in range(4):
-            gs = steprules.goals((rule,), cases, frozenset([bug]), timeout_ms, True, seed)
-            if cases is not None and not any(g.status == "refuted" for g in gs):
-                gs += steprules.goals((rule,), None, frozenset([bug]), timeout_ms, True, seed)
-            row.seconds += sum(g.seconds for g in gs)
-            hit = next((g for g in gs if g.status == "refuted"), None)
-            if hit is None or hit.model is None:
-                proved = all(g.status == "proved" for g in gs)
-                if not row.status or row.status == "unknown":
-                    row.status = "NOT-refuted" if proved else "unknown"
-                if proved:  # a proof does not change with the seed; an unknown may
-                    break
-                continue
-            cfg, s, a, _r = hit.ctx
-            row.trace, row.replay = _replay_step(bug, rule, cfg, s, a, hit.model)
-            row.status = (
-                "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
-            )
-            if row.status == "expected-refuted":
-                break
-        rows.append(row)
+
+        def ask(cs: tuple[str, ...] | None, seed: int, rule: str = rule, bug: str = bug) -> Any:
+            return steprules.goals((rule,), cs, frozenset([bug]), timeout_ms, True, seed)
+
+        rows.append(_mutant_row(row, bug, ask, cases))
     return rows
 
 
@@ -761,16 +758,6 @@ def run_every_n_counts_and_rules(timeout_ms: int, cvc5: bool) -> list[Obligation
 
 # -- fixed-N induction -----------------------------------------------------------------------
 
-_FIXEDN_STEP_RULES = (
-    "ORD-HANDOUT",
-    "WATCH-FIRE",
-    "ORD-RELEASE",
-    "ORD-UNPIN",
-    "ERR-ATOMIC",
-    "RES-CACHED",
-    "RES-RESET",
-    "RES-NUMFREE",
-)
 FIXEDN_TECHNIQUE = "z3 induction (fixed N)"
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from . import props
+from . import fixedn, props
 from .model import (
     Config,
     Finite,
@@ -46,28 +46,13 @@ from .model import (
     transition,
 )
 
-STATE_OBLIGATIONS = (
-    "INV-REF",
-    "INV-FREE",
-    "INV-NULL",
-    "INV-WATCH",
-    "INV-CACHE",
-    "INV-EVENTS",
-    "INV-CONSERVE",
-    "RANK-BOUNDS",
-)
-"""Queried on a reachable state."""
+HAND_LEMMAS = ("LO-HI", "WATCH-PER-BLOCK")
+"""The fixed-N induction's own ghost conjuncts: Spacer is not given them (no hand lemma)."""
 
-STEP_OBLIGATIONS = (
-    "ORD-HANDOUT",
-    "ORD-RELEASE",
-    "ORD-UNPIN",
-    "WATCH-FIRE",
-    "ERR-ATOMIC",
-    "RES-CACHED",
-    "RES-RESET",
-    "RES-NUMFREE",
-)
+STATE_OBLIGATIONS = tuple(o for o in fixedn.STATE_OBLIGATIONS if o not in HAND_LEMMAS)
+"""Queried on a reachable state: the fixed-N induction's, less its hand lemmas."""
+
+STEP_OBLIGATIONS = fixedn.STEP_RULES
 """Queried on one call from a reachable state."""
 
 OBLIGATIONS = STATE_OBLIGATIONS + STEP_OBLIGATIONS

@@ -48,6 +48,7 @@ from .model import (
     args_domain,
     fresh_args,
     fresh_state,
+    hypothesis_model,
     isolated_check,
     iv,
     named,
@@ -288,17 +289,6 @@ def witness_goals(
         seen.add(key)
         cfg, _s, _a, r = ctx
         size = cfg.dom.N
-        status, dt, m = "unknown", 0.0, None
-        for extra in ([r.err == 0], []):
-            for seed in range(4):
-                status, took, m = isolated_check(
-                    [*hyp, size == n, *extra], z3.BoolVal(False), timeout_ms, seed
-                )
-                dt += took
-                if status != "unknown":
-                    break
-            if status == "refuted":
-                break
-        st = {"refuted": "sat", "proved": "unsat"}.get(status, "unknown")
+        st, dt, m = hypothesis_model([*hyp, size == n], [[r.err == 0], []], timeout_ms)
         out.append(Goal(rule, case, st, dt, m, ctx))
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -501,27 +501,39 @@ def _decode_pre(mdl: z3.ModelRef, cfg: Any, s: Any, N: int) -> Any:
     return decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
 
 
-def run_counting(timeout_ms: int) -> list[ObligationResult]:
-    """INV-CONSERVE and INV-WATCH for every N (:mod:`counting`): one row per invariant
-    (init, every call kind, the hand-out loop)."""
+def _goal_rows(
+    gs: list[Any], names: Iterable[str], title: str, bounds: str
+) -> list[ObligationResult]:
+    """One inductive row per name of ``names`` from the goals ``gs`` bearing it; ``title``
+    and ``bounds`` take the name and the goals' count."""
     rows = []
-    gs = counting.goals(timeout_ms=timeout_ms)
-    for part in counting.PARTS:
-        mine = [g for g in gs if g.name == part]
+    for name in names:
+        mine = [g for g in gs if g.name == name]
         status, bad = _goals_status(mine)
         rows.append(
             ObligationResult(
-                f"init, S and T => {part} (ghost sums)",
+                title.format(name),
                 "inductive",
                 "z3 induction",
-                (part,),
-                f"{COUNTING_BOUNDS}; {len(mine)} cases (init, 12 call kinds, hand-out loop)",
+                (name,),
+                bounds.format(len(mine)),
                 status,
                 sum(g.seconds for g in mine),
                 replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
             )
         )
     return rows
+
+
+def run_counting(timeout_ms: int) -> list[ObligationResult]:
+    """INV-CONSERVE and INV-WATCH for every N (:mod:`counting`): one row per invariant
+    (init, every call kind, the hand-out loop)."""
+    return _goal_rows(
+        counting.goals(timeout_ms=timeout_ms),
+        counting.PARTS,
+        "init, S and T => {} (ghost sums)",
+        f"{COUNTING_BOUNDS}; {{}} cases (init, 12 call kinds, hand-out loop)",
+    )
 
 
 def counting_witness_row(
@@ -672,23 +684,12 @@ STEPRULE_MUTANTS: dict[str, tuple[str, tuple[str, ...] | None]] = {
 def run_steprules(timeout_ms: int) -> list[ObligationResult]:
     """Each rule of ``spec/rules.py`` for every N (:mod:`steprules`), one row per rule;
     a rule that cannot be stated for every N gets a row that says so ("fixed-N-only")."""
-    rows = []
-    gs = steprules.goals(timeout_ms=timeout_ms)
-    for rule in steprules.RULES:
-        mine = [g for g in gs if g.name == rule]
-        status, bad = _goals_status(mine)
-        rows.append(
-            ObligationResult(
-                f"S and T => {rule}",
-                "inductive",
-                "z3 induction",
-                (rule,),
-                f"{STEPRULE_BOUNDS}; {len(mine)} queries",
-                status,
-                sum(g.seconds for g in mine),
-                replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
-            )
-        )
+    rows = _goal_rows(
+        steprules.goals(timeout_ms=timeout_ms),
+        steprules.RULES,
+        "S and T => {}",
+        f"{STEPRULE_BOUNDS}; {{}} queries",
+    )
     for rule, why in steprules.FIXED_N_ONLY.items():
         rows.append(
             ObligationResult(

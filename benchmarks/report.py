@@ -323,17 +323,7 @@ def spacer_section(quick: bool) -> dict[str, Any]:
 
     # as `make proofs-deep` runs it
     plan = [
-        (
-            n,
-            names,
-            "all 16"
-            if names == spacer.OBLIGATIONS
-            else "the 8 state obligations"
-            if names == spacer.STATE_OBLIGATIONS
-            else "the 8 step rules"
-            if names == spacer.STEP_OBLIGATIONS
-            else ", ".join(names),
-        )
+        (n, names, f"{spacer.group_name(names)} ({len(names)})")
         for n, names in PROFILES["deep"]["spacer"]
     ][: 2 if quick else None]
     split_ns = (3,) if quick else (3, 4)

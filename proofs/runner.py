@@ -818,15 +818,7 @@ def run_spacer(
             answers = list(
                 spacer.check_isolated(n, names, timeout_s=timeout_s, together=True).values()
             )
-        what = (
-            "every obligation"
-            if names == spacer.OBLIGATIONS
-            else "every state obligation"
-            if names == spacer.STATE_OBLIGATIONS
-            else "every step rule"
-            if names == spacer.STEP_OBLIGATIONS
-            else ", ".join(names)
-        )
+        what = spacer.group_name(names)
         for ans in answers:
             together = ans.name == spacer.ALL
             rows.append(

@@ -57,6 +57,17 @@ STEP_OBLIGATIONS = fixedn.STEP_RULES
 
 OBLIGATIONS = STATE_OBLIGATIONS + STEP_OBLIGATIONS
 
+
+def group_name(names: tuple[str, ...]) -> str:
+    """How a dashboard or a report names a group of obligations asked together."""
+    known = {
+        OBLIGATIONS: "every obligation",
+        STATE_OBLIGATIONS: "every state obligation",
+        STEP_OBLIGATIONS: "every step rule",
+    }
+    return known.get(tuple(names), ", ".join(names))
+
+
 ALL = "all"
 """The name of the one query on the conjunction of every obligation asked."""
 

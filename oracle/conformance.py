@@ -60,7 +60,7 @@ from .traceformat import (
     op_to_json,
     outcome_to_json,
 )
-from .tracereplay import follow_target_ids, replay
+from .tracereplay import follow_target_ids, needs, replay
 
 
 def action_to_json(wid: int, action: WatcherAction | None) -> dict[str, Any]:
@@ -561,18 +561,16 @@ def errata_signatures(target: Target, level: str) -> dict[str, str]:
     """Each erratum of ``docs/errata.md`` whose trace fails on ``target``: its signature there.
 
     The errata are vLLM 0.33.0's; on another target a name means "the same difference".
-    A trace that needs an operation the target lacks, or more pools than it builds, is
-    left out.
+    A trace that needs what the target lacks (:func:`.tracereplay.needs`: an operation,
+    a second pool, events, ``evict_first``) is left out.
     """
     caps = set(target.capabilities)
     out: dict[str, str] = {}
     for f in FINDINGS:
         saved = f.trace()
+        if needs(saved) - caps:
+            continue
         ops = [op_from_json(s["call"]) for s in saved.steps if s.get("call")]
-        if any(type(op).__name__ not in caps for op in ops):
-            continue
-        if len(saved.pools) > 1 and MULTI_POOL not in caps:
-            continue
         found = replay(saved, target, level).divergence
         if found is None or not 0 < found.step <= len(ops) + len(saved.steps):
             continue

@@ -18,7 +18,7 @@ from kvpool.spec.state import PoolState, World
 from .driver import Driver, WatcherAction
 from .exits import TargetCrashed, TargetHung
 from .machine import compare_outcomes, crash_detail, state_problem
-from .target_base import Target
+from .target_base import EVICT_FIRST, MULTI_POOL, Target
 from .traceformat import SavedTrace, op_from_json, outcome_from_json
 
 
@@ -226,3 +226,21 @@ def replay(
 
 
 __all__ = ["Divergence", "ReplayResult", "ReplayStep", "replay"]
+
+
+def needs(saved: SavedTrace) -> set[str]:
+    """The capabilities a vector's calls use (nested calls too), as target capabilities."""
+    out: set[str] = set()
+    calls = [s.get("call") for s in saved.steps]
+    calls += [n.get("call") for s in saved.steps for n in s.get("nested", ())]
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        out.add(str(call.get("op")))
+        if call.get("op") == "FreeBlocks" and call.get("evict_first", False) is not False:
+            out.add(EVICT_FIRST)
+    if len(saved.pools) > 1:
+        out.add(MULTI_POOL)
+    if any(events for _, _, events in saved.pools):
+        out.add("TakeEvents")  # a pool built with events on: its log is compared
+    return out

@@ -31,10 +31,10 @@ from .conformance import (
 from .exits import BadInput
 from .files import DEFAULT_LIMITS, Limits, load_trace, read_json
 from .specbranches import SPEC_FILES, spec_paths  # the corpus must cover these files
-from .target_base import EVICT_FIRST, MULTI_POOL, Target
+from .target_base import Target
 from .targets import resolve
 from .traceformat import SavedTrace
-from .tracereplay import Divergence, replay
+from .tracereplay import Divergence, needs, replay
 
 VECTOR_SCHEMA = "kvpool-vectors/1"
 PACKAGE = Path(__file__).parent.parent
@@ -83,24 +83,6 @@ def check_vectors(
         if result.divergence is not None:
             bad.append((name, result.divergence))
     return bad
-
-
-def needs(saved: SavedTrace) -> set[str]:
-    """The capabilities a vector's calls use (nested calls too), as target capabilities."""
-    out: set[str] = set()
-    calls = [s.get("call") for s in saved.steps]
-    calls += [n.get("call") for s in saved.steps for n in s.get("nested", ())]
-    for call in calls:
-        if not isinstance(call, dict):
-            continue
-        out.add(str(call.get("op")))
-        if call.get("op") == "FreeBlocks" and call.get("evict_first", False) is not False:
-            out.add(EVICT_FIRST)
-    if len(saved.pools) > 1:
-        out.add(MULTI_POOL)
-    if any(events for _, _, events in saved.pools):
-        out.add("TakeEvents")  # a pool built with events on: its log is compared
-    return out
 
 
 def not_runnable(

@@ -366,6 +366,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     spacer_bad: list[str] = []
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
+    unshown: dict[str, list[str]] = {}  # technique -> failed rows with no matrix cell
     for r in rows:
         if r.kind == "differential" and r.status in ("caught", "missed"):
             # one row per (reading, mutant): counted, and the mutant's catch recorded
@@ -399,6 +400,17 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             checks[r.technique] = Check(r.technique, r.technique, True, "", 0.0)
         check = checks.get(r.technique)
         if check is None:
+            # A technique this table does not know fills no column, but its verdict
+            # still counts: a failed row must never vanish from the run's result.
+            check = extras.setdefault(
+                f"other:{r.technique}", Check(r.technique, None, True, "", 0.0)
+            )
+            check.ok = check.ok and r.ok
+            check.seconds += r.seconds
+            if not r.ok:
+                check.summary += f" NOT ok: {r.obligation}: {r.status} {r.replay}".rstrip()
+            elif not check.summary:
+                check.summary = f"{r.status}: {r.bounds}"
             continue
         if r.kind == "scope":  # a rule the technique does not state, and why
             scope.setdefault(r.technique, []).append(f"{r.invariants[0]}: {r.status}")
@@ -434,6 +446,10 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             if not r.ok:
                 check.ok = False
             continue
+        if not r.ok and not any(inv in ROWS for inv in r.invariants):
+            # (RES-*, RANK-BOUNDS, ...: no matrix cell to show it in, so the summary says it)
+            check.ok = False
+            unshown.setdefault(r.technique, []).append(f"{r.obligation}: {r.status}")
         for inv in r.invariants:
             if inv not in ROWS:
                 continue
@@ -507,6 +523,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"
             + "".join(f"; {note}" for note in scope.get(check.technique or "", []))
         )
+    for technique, failed in unshown.items():
+        checks[technique].summary += "".join(f"; NOT ok: {f}" for f in failed)
     if diff_catches:
         extra = extras["differential"]
         extra.summary += "; encoding mutants caught: " + ", ".join(

@@ -250,6 +250,25 @@ def test_a_rule_proved_every_n_is_marked_so_and_a_fixed_n_only_rule_is_named(
     assert "ORD-HANDOUT" not in check.cells  # no row, no cell
 
 
+def test_a_failed_row_with_no_matrix_cell_still_fails_its_check() -> None:
+    """RES-* and RANK-BOUNDS have no row in the matrix, and a technique the table does
+    not know has no column: their failures must still fail the run (seeded: before this
+    check such rows were skipped, and the check stayed green)."""
+    from kvpool.proofs.runner import FIXEDN_TECHNIQUE as FIXEDN
+    from kvpool.proofs.runner import ObligationResult as R
+
+    proved = R("RES-RESET at N=3", "fixed-N", FIXEDN, ("RES-RESET",), "N=3", "proved", 0.0)
+    failed = R("RES-RESET at N=4", "fixed-N", FIXEDN, ("RES-RESET",), "N=4", "unknown", 0.0)
+    checks = {c.name: c for c in verify.proof_checks([proved])}
+    assert checks[FIXEDN].ok
+    checks = {c.name: c for c in verify.proof_checks([proved, failed])}
+    assert not checks[FIXEDN].ok
+    assert "NOT ok: RES-RESET at N=4: unknown" in checks[FIXEDN].summary
+    stranger = R("X holds", "fixed-N", "z3 something new", ("INV-REF",), "N=2", "refuted", 0.0)
+    (new,) = [c for c in verify.proof_checks([proved, stranger]) if c.name == "z3 something new"]
+    assert not new.ok and "NOT ok: X holds: refuted" in new.summary
+
+
 # -- the parts, run side by side in fresh interpreters ------------------------------------------
 
 

@@ -264,11 +264,12 @@ def _entry_errors(c2: Config2, a2: Args2) -> tuple[Any, Any, Any]:
     return free, touch, refuse
 
 
-def _all_onto_caller(c2: Config2, a2: Args2, p: int) -> Args:
-    """(bug forward-to-caller) every entry as a block of pool p, whatever its pool."""
+def _all_onto_caller(c2: Config2, w: World2, a2: Args2, p: int) -> Args:
+    """(bug forward-to-caller) every entry of a live pool as a block of pool p."""
     a = a2.a
     n = iv(c2.n(p))
-    return replace(a, e=[z3.If(a.e[j] < n, a.e[j], iv(0)) for j in range(c2.M)])
+    keep = [z3.And(a.e[j] < n, _of(a2.ep[j], w.alive)) for j in range(c2.M)]
+    return replace(a, e=[z3.If(keep[j], a.e[j], iv(0)) for j in range(c2.M)])
 
 
 def transition2(c2: Config2, w: World2, a2: Args2) -> tuple[World2, Result2]:
@@ -332,7 +333,7 @@ def transition2(c2: Config2, w: World2, a2: Args2) -> tuple[World2, Result2]:
         fwd, _ = op_free_blocks(cfg, w.s[p], maps[p])
         if "forward-to-caller" in c2.bugs:
             # the bug: the entries of every pool are released in the caller, none elsewhere
-            buggy, _ = op_free_blocks(cfg, w.s[p], _all_onto_caller(c2, a2, p))
+            buggy, _ = op_free_blocks(cfg, w.s[p], _all_onto_caller(c2, w, a2, p))
             fwd = merge(d, c == p, buggy, w.s[p])
         live = z3.BoolVal(True) if dead_too else w.alive[p]
         own = z3.And(ok, z3.Not(is_free), z3.Not(is_drop), c == p)
@@ -541,7 +542,8 @@ def step_goals(
                 g = goals[name]
                 g.queries.append([*base, z3.Not(part)])
                 if i >= len(answers):
-                    g.status = "unknown"
+                    if g.status == "proved":  # (not reached: never counted as proved)
+                        g.status = "unknown"
                     continue
                 status, dt, m = answers[i]
                 g.seconds += dt
@@ -694,6 +696,48 @@ def witness_row(st: Step2, ns: tuple[int, int]) -> dict[str, Any]:
         seconds=seconds,
         replay="; ".join(problems[:3]),
     )
+
+
+def induction_mutant_rows(ns: tuple[int, int], timeout_ms: int) -> list[dict[str, Any]]:
+    """Each of :data:`BUGS` makes the induction step of each obligation it claims fail at
+    ``ns``: the refuting pre-world (which satisfies H) and call are decoded and the call is
+    replayed on the buggy spec, which must show the obligation broken."""
+    out: list[dict[str, Any]] = []
+    for bug, (claims, _) in BUGS.items():
+        st = build(ns, frozenset([bug]))
+        for ob in claims:
+            gs: list[fixedn.Goal] = []
+            for op in ("FreeBlocks", *(o for o in OPS2 if o != "FreeBlocks")):
+                gs += step_goals(st, (ob,), timeout_ms, (op,))
+                if gs[-1].status == "refuted" or gs[-2].status == "refuted":
+                    break
+            hit = next((g for g in gs if g.status == "refuted" and g.model is not None), None)
+            row: dict[str, Any] = dict(
+                obligation=f"{ob} [{bug}] (two pools)",
+                kind="mutant",
+                technique=TECHNIQUE,
+                invariants=(ob,),
+                bounds=bounds(ns),
+                status="NOT-refuted" if all(g.status == "proved" for g in gs) else "unknown",
+                seconds=sum(g.seconds for g in gs),
+            )
+            if hit is not None:
+                world = decode_world(hit.model, st.c2, st.w)
+                call = to_op2(read_args2(hit.model, st.a2))
+                row["trace"] = [
+                    "world: "
+                    + " | ".join(
+                        f"{'' if world.alive[p] else '(gone) '}{ps.describe()}"
+                        for p, ps in enumerate(world.pools)
+                    ),
+                    repr(call),
+                ]
+                row["replay"] = _replay(bug, world, ob, [call])
+                row["status"] = (
+                    "expected-refuted" if row["replay"].startswith("confirmed") else "NOT-confirmed"
+                )
+            out.append(row)
+    return out
 
 
 # -- the seeded bugs, in the spec ---------------------------------------------------------------
@@ -1072,9 +1116,7 @@ def random_call(
     live = [p for p in range(POOLS) if world.alive[p]]
     c = rng.choice(live)
     ps = world.pools[c]
-    kind = rng.choices(
-        range(len(OPS2)), weights=[4 if o in _BUSY else 1 for o in OPS2[:-1]] + [1.5]
-    )[0]
+    kind = rng.choices(range(len(OPS2)), weights=[_WEIGHT.get(o, 1) for o in OPS2])[0]
     base = differential.state_args(rng, ps, K, W, M, kind) if kind < len(OPS) else None
     if base is None:
         base = ConcreteArgs(kind, 0, 0, (0,) * M, False, 0, 0, (1,) * M, 1, 0)
@@ -1092,12 +1134,37 @@ def random_call(
                 used = [b for b in range(1, other.num_blocks) if other.ref[b] > 0]
                 choices = used * 8 + [0, other.num_blocks] + list(range(1, other.num_blocks))
                 ep[j], e[j] = p, rng.choice(choices)
+    held = [
+        (p, b)
+        for p in range(POOLS)
+        for b in range(1, world.pools[p].num_blocks)
+        if world.pools[p].ref[b] > 0
+    ]
+    if OPS2[kind] == "FreeBlocks" and held and rng.random() < 0.6:
+        # blocks in use anywhere, live pools or gone: a free that forwards or drops them
+        picked = rng.sample(held, min(M, len(held)))
+        if rng.random() < 0.3:  # and one block of another pool that is not in use
+            p = rng.randrange(POOLS)
+            idle = [b for b in range(1, world.pools[p].num_blocks) if world.pools[p].ref[b] == 0]
+            if idle:
+                picked[-1] = (p, rng.choice(idle))
+        ep = [p for p, _ in picked] + [c] * (M - len(picked))
+        e = [b for _, b in picked] + [0] * (M - len(picked))
+        base = replace(base, m=len(picked))
     ibp = rng.randrange(POOLS)
     ib = rng.randrange(world.pools[ibp].num_blocks + 1)
     return ConcreteArgs2(replace(base, e=tuple(e), ib=ib), c, tuple(ep), ibp)
 
 
-_BUSY = ("GetNewBlocks", "FreeBlocks", "Touch", "UnpinBlocks", "CacheBlocks")
+_WEIGHT = {
+    "GetNewBlocks": 4,
+    "FreeBlocks": 10,
+    "Touch": 4,
+    "UnpinBlocks": 4,
+    "CacheBlocks": 4,
+    "DropPool": 1.5,
+}
+"""How often a random call is each kind (others 1): free_blocks most, where pools meet."""
 
 
 def reachable_worlds(rng: random.Random, ns: tuple[int, int], max_steps: int = 14) -> list[World]:
@@ -1134,6 +1201,10 @@ def diff_run(
         ns = rng.choice(DIFF_SIZES)
         worlds = reachable_worlds(rng, ns)
         world = worlds[rng.randrange(len(worlds))]
+        busy = [p for p in range(POOLS) if any(world.pools[p].ref[1:])]
+        if all(world.alive) and busy and rng.random() < 0.35:
+            # a gone pool that still holds blocks in use: where dropped entries matter
+            world.apply(DropPool(pool=rng.choice(busy)))
         for _ in range(4):
             if done >= samples:
                 break
@@ -1185,4 +1256,25 @@ def diff_rows(samples: int) -> list[dict[str, Any]]:
                 trace=bad[:1],
             )
         )
+    return out
+
+
+def all_rows(
+    sizes: tuple[tuple[int, int], ...],
+    timeout_ms: int,
+    bmc_at: tuple[tuple[int, int], int],
+    diff_samples: int,
+    bmc_proofs: bool = False,
+) -> list[dict[str, Any]]:
+    """The two-pool part of a profile: the fixed-N induction and its witnesses at each
+    size of ``sizes``, each bug refuted by the induction step and by BMC (at ``bmc_at``:
+    (N_0, N_1), k) and replayed on the spec, the differential and its catches; with
+    ``bmc_proofs``, every obligation by BMC too (a cross-check)."""
+    out = rows(sizes, timeout_ms)
+    ns, k = bmc_at
+    out += induction_mutant_rows(ns, timeout_ms)
+    out += mutant_rows(ns, k, timeout_ms)
+    if bmc_proofs:
+        out += bmc_rows(ns, k, timeout_ms)
+    out += diff_rows(diff_samples)
     return out

@@ -713,7 +713,7 @@ def induction_mutant_rows(ns: tuple[int, int], timeout_ms: int) -> list[dict[str
                     break
             hit = next((g for g in gs if g.status == "refuted" and g.model is not None), None)
             row: dict[str, Any] = dict(
-                obligation=f"{ob} [{bug}] (two pools)",
+                obligation=f"{ob} (two pools) [{bug}]",
                 kind="mutant",
                 technique=TECHNIQUE,
                 invariants=(ob,),

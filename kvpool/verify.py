@@ -369,7 +369,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     fixed_two: dict[str, list[str]] = {}
-    two_pools: dict[bool, list[str]] = {}
+    two_pools: dict[bool, list[tuple[str, str]]] = {}
     for r in rows:
         if r.kind == "differential" and r.status in ("caught", "missed"):
             # one row per (reading, mutant): counted, and the mutant's catch recorded

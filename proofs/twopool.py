@@ -46,6 +46,7 @@ import z3  # type: ignore[import-untyped]
 
 from kvpool.spec import (
     BlockRef,
+    CacheBlocks,
     DropPool,
     ErrorKind,
     EvictBlocks,
@@ -55,6 +56,8 @@ from kvpool.spec import (
     Op,
     Outcome,
     PoolState,
+    Touch,
+    UnpinBlocks,
     World,
     check_pool,
 )
@@ -640,9 +643,9 @@ def to_op2(c: ConcreteArgs2) -> Op:
         return replace(op, pool=c.c)
     if isinstance(op, IsBlockWritable):
         return replace(op, block=BlockRef(c.ibp, c.a.ib), pool=c.c)
-    if hasattr(op, "blocks"):
-        return replace(op, blocks=refs, pool=c.c)  # type: ignore[call-arg]
-    return replace(op, pool=c.c)  # type: ignore[call-arg]
+    if isinstance(op, (FreeBlocks, Touch, UnpinBlocks, CacheBlocks)):
+        return replace(op, blocks=refs, pool=c.c)
+    return replace(op, pool=c.c)
 
 
 def decode_world(m: Any, c2: Config2, w: World2) -> World:
@@ -1039,7 +1042,7 @@ class Stepper2:
         else:
             view = _PoolView(self.c2.cfgs[c.c], self.w.s[c.c], self.a2.a)
             st = replace_stepper(view, caller)
-            enc_out = differential.encoded_outcome(st, m, c.a, world.pools[c.c])  # type: ignore[arg-type]
+            enc_out = differential.encoded_outcome(st, m, c.a, world.pools[c.c])
             enc_out = Outcome(
                 value=enc_out.value,
                 fired=tuple(Firing(f.watcher, c.c, f.block) for f in enc_out.fired),

@@ -241,7 +241,7 @@ PROOF_COSTS: dict[str, float] = {
     "refinement": 50.0,
     "source": 130.0,
     "spacer": 120.0,
-    "twopool": 25.0,
+    "twopool": 20.0,
 }
 
 

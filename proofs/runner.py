@@ -69,6 +69,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "twopool_bmc": ((2, 2), 3),
         "twopool_diff": 150,
         "twopool_bmc_proofs": False,
+        "twopool_every_n": False,
     },
     # `make proofs` / `make verify`
     "default": {
@@ -107,6 +108,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "twopool_bmc": ((3, 3), 3),
         "twopool_diff": 150,
         "twopool_bmc_proofs": False,
+        "twopool_every_n": False,
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -140,6 +142,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "twopool_bmc": ((3, 3), 4),
         "twopool_diff": 1000,
         "twopool_bmc_proofs": True,
+        # each pool's strengthened invariant for every N_0, N_1 (twopool.every_n_rows)
+        "twopool_every_n": True,
     },
 }
 
@@ -1414,6 +1418,7 @@ def run(
                 p["twopool_bmc"],
                 p["twopool_diff"],
                 p["twopool_bmc_proofs"],
+                p["twopool_every_n"],
             )
         ]
     return rows

@@ -161,3 +161,13 @@ def test_the_dashboard_names_two_pool_sizes_and_fails_on_a_rule_not_proved(
     monkeypatch.setattr(proofs, "run", lambda profile, **kw: bad)
     check = {c.name: c for c in verify.run_proofs("fast")}[fixed]
     assert not check.ok and "NOT proved: FREE-FORWARD (two pools)" in check.summary
+
+
+def test_every_n_a_step_case_is_proved_and_a_bug_refutes_it() -> None:
+    # (the whole every-N run is the deep profile's: twopool.every_n_rows)
+    st = twopool.build_every_n()
+    gs = twopool.every_n_case(st, "Touch", 0, 0, ("INV-REF", "PERM", "INV-NULL"), 60000)
+    assert [g.status for g in gs] == ["proved"] * 3
+    gs = twopool.every_n_case(st, "Touch", 0, 1, ("PERM",), 60000)  # the other pool
+    assert [g.status for g in gs] == ["proved"]
+    assert twopool.every_n_mutant_row(60000)["status"] == "expected-refuted"

@@ -1018,11 +1018,16 @@ def _replay(bug: str, world: World, obligation: str, trace: list[Op]) -> str:
             or [ps.snapshot() for ps in good.pools] != [ps.snapshot() for ps in buggy.pools]
             or good.alive != buggy.alive
         ):
+            got, want = out.error or out.value, ref.error or ref.value
+            result = (
+                f"returns {got!r} as the spec does"
+                if (got, out.fired) == (want, ref.fired)
+                else f"returns {got!r}, the spec {want!r}"
+            )
             return (
-                f"confirmed at step {i + 1}: {op!r} gives {out.error or out.value!r}, the spec"
-                f" {ref.error or ref.value!r}; after it, buggy "
+                f"confirmed at step {i + 1}: {op!r} {result}; after it, the buggy spec's pools "
                 + " | ".join(ps.describe() for ps in buggy.pools)
-                + " vs "
+                + ", the spec's "
                 + " | ".join(ps.describe() for ps in good.pools)
             )
     return "NOT confirmed by replay"

@@ -51,6 +51,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvpool.spec.invariants import INVARIANT_NAMES
+from kvpool.spec.rules import POOL_RULES
 
 if TYPE_CHECKING:
     from kvpool.contracts.runner import ContractResult
@@ -240,6 +241,7 @@ PROOF_COSTS: dict[str, float] = {
     "refinement": 50.0,
     "source": 130.0,
     "spacer": 120.0,
+    "twopool": 20.0,
 }
 
 
@@ -367,6 +369,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     unshown: dict[str, list[str]] = {}  # technique -> failed rows with no matrix cell
+    fixed_two: dict[str, list[str]] = {}
+    two_pools: dict[bool, list[tuple[str, str]]] = {}
     for r in rows:
         if r.kind == "differential" and r.status in ("caught", "missed"):
             # one row per (reading, mutant): counted, and the mutant's catch recorded
@@ -446,7 +450,17 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             if not r.ok:
                 check.ok = False
             continue
-        if not r.ok and not any(inv in ROWS for inv in r.invariants):
+        if "two pools" in r.bounds:
+            # two pools (proofs/twopool.py): each pool's INV-* and POOL_RULES; a failure
+            # fails the column, a rule's too (the rules have no row of the matrix)
+            if r.kind == "fixed-N":
+                two_pools.setdefault(r.ok, []).append((r.invariants[0], r.bounds.split(" ")[0]))
+            if not r.ok:
+                check.ok = False
+                scope.setdefault(r.technique or "", []).append(f"NOT proved: {r.obligation}")
+            if r.invariants[0] not in ROWS:
+                continue
+        elif not r.ok and not any(inv in ROWS for inv in r.invariants):
             # (RES-*, RANK-BOUNDS, ...: no matrix cell to show it in, so the summary says it)
             check.ok = False
             unshown.setdefault(r.technique, []).append(f"{r.obligation}: {r.status}")
@@ -462,14 +476,20 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 continue
             if r.kind == "fixed-N":
                 # (eventseq's rows -- the log as a sequence, the firing point -- reach
-                # their own N: named apart in the cell)
+                # their own N: named apart in the cell; so do two pools' sizes N_0+N_1)
                 seq = "event log a sequence" in r.bounds
-                by_n = fixed_seq if seq else fixed_ns
-                by_n.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
+                two = "(two pools)" in r.bounds
+                if two:
+                    fixed_two.setdefault(inv, []).append(r.bounds.split(" ")[0][2:])
+                else:
+                    by_n = fixed_seq if seq else fixed_ns
+                    by_n.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
                 ns, sq = sorted(fixed_ns.get(inv, [])), sorted(fixed_seq.get(inv, []))
+                tw = list(dict.fromkeys(fixed_two.get(inv, [])))
                 detail = ", ".join(
                     ([f"N={ns[0]}..{ns[-1]}"] if ns else [])
                     + ([f"as a sequence/firing point N={sq[0]}..{sq[-1]}"] if sq else [])
+                    + ([f"two pools N={'/'.join(tw)}"] if tw else [])
                 )
                 check.cells[inv] = Cell("proved every k", detail)
             elif r.kind == "spacer":  # the engine found its own invariant
@@ -518,6 +538,12 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             if not spacer_asked or not check.caught:
                 check.ok, check.summary = False, "not run"
             continue
+        if check.technique == proofs.FIXEDN_TECHNIQUE and two_pools and not two_pools.get(False):
+            sizes = ", ".join(dict.fromkeys(at for _, at in two_pools[True]))
+            rules = ", ".join(sorted({name for name, _ in two_pools[True]} & set(POOL_RULES)))
+            scope.setdefault(check.technique, []).append(
+                f"two pools ({sizes}): each pool's INV-* and {rules} proved every k"
+            )
         check.summary = (
             f"{n_ok} rows {'proved' if check.technique != 'z3 BMC' else 'bounded'}, "
             f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"

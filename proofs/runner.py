@@ -24,6 +24,7 @@ from . import (
     smtlib,
     spacer,
     steprules,
+    twopool,
     witnesses,
 )
 from .model import OPS, Record, named, recording
@@ -62,6 +63,13 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": False,
         "mut_bmc": (4, 4, 2),
         "all_mutants": False,
+        # two pools (twopool.py): fixed-N induction at each (N_0, N_1); its bugs by BMC
+        # at ((N_0, N_1), k); the differential's (world, call) pairs
+        "twopool": ((2, 2),),
+        "twopool_bmc": ((2, 2), 3),
+        "twopool_diff": 150,
+        "twopool_bmc_proofs": False,
+        "twopool_every_n": False,
     },
     # `make proofs` / `make verify`
     "default": {
@@ -95,6 +103,12 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": True,
         "mut_bmc": (5, 5, 2),
         "all_mutants": True,
+        # ~20 CPU s in all (measured: twopool's section of docs/06-z3.md)
+        "twopool": ((2, 2), (3, 3), (4, 4)),
+        "twopool_bmc": ((3, 3), 3),
+        "twopool_diff": 150,
+        "twopool_bmc_proofs": False,
+        "twopool_every_n": False,
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -124,6 +138,14 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": True,
         "mut_bmc": (6, 6, 2),
         "all_mutants": True,
+        "twopool": ((2, 2), (2, 3), (3, 3), (3, 4), (4, 4), (5, 5), (6, 6)),
+        # (BMC's proof rows at 3+3, k = 4: INV-FREE, INV-CONSERVE and FREE-FORWARD were
+        # unknown at 150 s; at k = 3 every one is proved, 25 CPU s)
+        "twopool_bmc": ((3, 3), 3),
+        "twopool_diff": 1000,
+        "twopool_bmc_proofs": True,
+        # each pool's strengthened invariant for every N_0, N_1 (twopool.every_n_rows)
+        "twopool_every_n": True,
     },
 }
 
@@ -1291,7 +1313,7 @@ def witness_row(
 # -- everything ------------------------------------------------------------------------------
 
 
-PARTS = ("bmc-induction", "refinement", "source", "differential", "fixedn", "spacer")
+PARTS = ("bmc-induction", "refinement", "source", "differential", "fixedn", "spacer", "twopool")
 """The pieces of a profile that can run in separate processes (``make verify`` runs
 them side by side). BMC and the every-N induction share one: the induction's quantified
 queries were measured after BMC in the same process, and they are sensitive to what the
@@ -1389,4 +1411,16 @@ def run(
         )
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], p["spacer_timeout"])
+    if want("twopool"):
+        rows += [
+            ObligationResult(**r)
+            for r in twopool.all_rows(
+                p["twopool"],
+                p["fixedn_timeout"] // 2,
+                p["twopool_bmc"],
+                p["twopool_diff"],
+                p["twopool_bmc_proofs"],
+                p["twopool_every_n"],
+            )
+        ]
     return rows

@@ -21,3 +21,17 @@ RULES: dict[str, str] = {
     "RES-RESET": "reset_prefix_cache succeeds iff no non-null block is in use",
     "RES-NUMFREE": "get_num_free_blocks is the number of non-null blocks with ref_cnt 0",
 }
+
+POOL_RULES: dict[str, str] = {
+    "FREE-FORWARD": "free_blocks on any live pool: each live pool's state changes exactly "
+    "as a direct free_blocks of the entries naming its blocks (list order, same evict_first) "
+    "would change it; refused (RefCountUnderflow, nothing changed) iff some live pool's "
+    "entries over-free a block",
+    "DROP-GONE": "drop_pool changes no state; a dropped pool never comes back, its state never "
+    "changes again, and free_blocks drops the entries naming its blocks",
+    "POOL-FRAME": "every call but free_blocks changes only its own pool, and names no other "
+    "pool's non-null block unless refused (ForeignBlock); a refused call changes no pool",
+}
+"""The rules of a world of several pools (docs/semantics.md: free_blocks's forwarding, the
+ForeignBlock refusals, DropPool), beside RULES, which speak of one pool. Proved for two
+pools at fixed N by ``proofs/twopool.py``."""

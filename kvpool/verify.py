@@ -240,6 +240,7 @@ PROOF_COSTS: dict[str, float] = {
     "refinement": 50.0,
     "source": 130.0,
     "spacer": 120.0,
+    "multikey": 30.0,
 }
 
 
@@ -336,6 +337,10 @@ def _catalogue_names() -> set[str]:
     return set(CATALOGUE)
 
 
+MULTIKEY_BOUNDS = "keys K=4 of 2 hashes x 2 groups, E<=3 further entries per block"
+"""What a multi-key fixed-N cell holds besides its N (``proofs/multikey.py``'s defaults)."""
+
+
 def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     """The proofs runner's rows as checks: one per technique, and the extras
     (differential, witnesses, second solver) that fill no column."""
@@ -361,6 +366,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     fixed_ns: dict[str, list[int]] = {}
     scope: dict[str, list[str]] = {}
     fixed_seq: dict[str, list[int]] = {}
+    fixed_mk: dict[str, list[int]] = {}
     spacer_ns: dict[str, list[int]] = {}
     spacer_asked: dict[int, dict[str, bool]] = {}  # N -> obligation -> proved
     spacer_bad: list[str] = []
@@ -448,12 +454,15 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 # (eventseq's rows -- the log as a sequence, the firing point -- reach
                 # their own N: named apart in the cell)
                 seq = "event log a sequence" in r.bounds
-                by_n = fixed_seq if seq else fixed_ns
+                mk = "multi-key" in r.bounds  # blocks with several keys (proofs/multikey.py)
+                by_n = fixed_mk if mk else fixed_seq if seq else fixed_ns
                 by_n.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
                 ns, sq = sorted(fixed_ns.get(inv, [])), sorted(fixed_seq.get(inv, []))
+                mks = sorted(fixed_mk.get(inv, []))
                 detail = ", ".join(
                     ([f"N={ns[0]}..{ns[-1]}"] if ns else [])
                     + ([f"as a sequence/firing point N={sq[0]}..{sq[-1]}"] if sq else [])
+                    + ([f"multi-key N={mks[0]}..{mks[-1]} ({MULTIKEY_BOUNDS})"] if mks else [])
                 )
                 check.cells[inv] = Cell("proved every k", detail)
             elif r.kind == "spacer":  # the engine found its own invariant

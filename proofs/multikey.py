@@ -1753,8 +1753,9 @@ def mutant_rows(n: int = 3, k: int = 4, timeout_ms: int = 120000) -> list[dict[s
     return out
 
 
-def differential_rows(samples: int) -> list[dict[str, Any]]:
-    """The encoding against the spec on ``samples`` pairs, and each mutant caught."""
+def differential_rows(samples: int, mutants: bool = True) -> list[dict[str, Any]]:
+    """The encoding against the spec on ``samples`` pairs, and (``mutants``) each mutant
+    caught within as many."""
     t0 = time.perf_counter()
     done, bad = differential(samples)
     out = [
@@ -1769,7 +1770,7 @@ def differential_rows(samples: int) -> list[dict[str, Any]]:
             trace=bad[:3],
         )
     ]
-    for bug in (*MUTANTS, *DIFF_ONLY_MUTANTS):
+    for bug in (*MUTANTS, *DIFF_ONLY_MUTANTS) if mutants else ():
         t0 = time.perf_counter()
         done, miss = differential(samples, frozenset([bug]), stop_at_first=True)
         out.append(
@@ -1790,3 +1791,28 @@ def differential_rows(samples: int) -> list[dict[str, Any]]:
 
 
 _ = (RULES, OrderedDict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one profile runs of this module (``runner.PROFILES[...]["multikey"]``)."""
+
+    ns: tuple[int, ...]
+    """fixed-N induction (every obligation, every k) and witnesses at each of these N"""
+    bmc: tuple[int, int]
+    """(N, k): each mutant refuted by BMC within k calls on N blocks, replayed"""
+    diff: int
+    """pairs of the differential (reachable state x call)"""
+    diff_mutants: bool
+    """the differential run on each mutant too (it must catch every one)"""
+
+
+def part_rows(plan: Plan | None, timeout_ms: int = 120000) -> list[dict[str, Any]]:
+    """Every row of the multi-key part (``runner.ObligationResult(**row)``)."""
+    if plan is None:
+        return []
+    out = rows(plan.ns, timeout_ms)
+    out += mutant_rows(*plan.bmc, timeout_ms=timeout_ms)
+    if plan.diff:
+        out += differential_rows(plan.diff, plan.diff_mutants)
+    return out

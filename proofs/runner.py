@@ -19,6 +19,7 @@ from . import (
     fixedn,
     induction,
     listreplay,
+    multikey,
     pyrefine,
     refinement,
     smtlib,
@@ -62,6 +63,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": False,
         "mut_bmc": (4, 4, 2),
         "all_mutants": False,
+        # blocks with several keys (multikey.py): tests/test_proofs_multikey.py runs its own
+        "multikey": None,
     },
     # `make proofs` / `make verify`
     "default": {
@@ -95,6 +98,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": True,
         "mut_bmc": (5, 5, 2),
         "all_mutants": True,
+        # blocks with several keys: induction at N=2,3, the 5 mutants by BMC (N=3, k=4),
+        # 120 differential pairs (about 20 CPU s in all; the mutants' differential: deep)
+        "multikey": multikey.Plan((2, 3), (3, 4), 120, False),
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -124,6 +130,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": True,
         "mut_bmc": (6, 6, 2),
         "all_mutants": True,
+        "multikey": multikey.Plan((2, 3, 4, 5, 6), (4, 5), 1200, True),
     },
 }
 
@@ -1291,7 +1298,15 @@ def witness_row(
 # -- everything ------------------------------------------------------------------------------
 
 
-PARTS = ("bmc-induction", "refinement", "source", "differential", "fixedn", "spacer")
+PARTS = (
+    "bmc-induction",
+    "refinement",
+    "source",
+    "differential",
+    "fixedn",
+    "spacer",
+    "multikey",
+)
 """The pieces of a profile that can run in separate processes (``make verify`` runs
 them side by side). BMC and the every-N induction share one: the induction's quantified
 queries were measured after BMC in the same process, and they are sensitive to what the
@@ -1389,4 +1404,6 @@ def run(
         )
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], p["spacer_timeout"])
+    if want("multikey"):  # blocks with several keys (multikey.py)
+        rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]
     return rows

@@ -50,12 +50,12 @@ not encoded.
 from __future__ import annotations
 
 import graphlib
+import itertools
 import random
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import z3  # type: ignore[import-untyped]
 
@@ -76,7 +76,6 @@ from kvpool.spec import (
     group_key,
 )
 from kvpool.spec.keys import removed
-from kvpool.spec.rules import RULES
 
 from . import fixedn, props
 from .differential import _Subst, encoded_outcome, spec_comparable_outcome
@@ -682,7 +681,9 @@ def mtransition(mc: MConfig, s: MState, a: MArgs) -> tuple[MState, MResult]:
     g, gerr, gres = op_get_new_blocks(cfg, base, ab)
     taken = [z3.And(base.inq[b], z3.Not(g.inq[b])) for b in range(mc.n)]
     gm = drop_where(mc, s, lambda b: _pick(taken, b, z3.BoolVal(False)))
-    gm = replace(gm, base=replace(g, key=gm.base.key, idx=gm.base.idx, view=gm.base.view, nev=gm.base.nev))
+    gm = replace(
+        gm, base=replace(g, key=gm.base.key, idx=gm.base.idx, view=gm.base.view, nev=gm.base.nev)
+    )
     f, ferr = op_free_blocks(cfg, base, ab)
     t, terr = op_touch(cfg, base, ab)
     u, uerr = op_unpin_blocks(cfg, base, ab)
@@ -691,7 +692,9 @@ def mtransition(mc: MConfig, s: MState, a: MArgs) -> tuple[MState, MResult]:
     for j in range(cfg.M):  # entry j took its key at clock + j (the model's stamps per block)
         x, k = ab.e[j], ab.ks[j]
         ckst = [
-            d.ite(z3.And(j < ab.m, k == kk), d.store(ckst[kk - 1], x, base.clock + j, I), ckst[kk - 1])
+            d.ite(
+                z3.And(j < ab.m, k == kk), d.store(ckst[kk - 1], x, base.clock + j, I), ckst[kk - 1]
+            )
             for kk in range(1, mc.K + 1)
         ]
     cm = MState(replace(c, kst=base.kst), s.tok, s.ent, ckst)
@@ -752,7 +755,6 @@ def mtransition(mc: MConfig, s: MState, a: MArgs) -> tuple[MState, MResult]:
     rs = z3.And(kind == MKK["ResetPrefixCache"], rok)
     fire = [d.ite(gnb, gf, d.ite(rs, base.pend[w], no)) for w, gf in enumerate(gres.fire)]
     fire_key = d.ite(gnb, gres.fire_key, base.bst)
-    _ = zero
     return nxt, MResult(Result(err, value, None, gres.ret, fire, fire_key), found)
 
 
@@ -835,10 +837,14 @@ def step_rules(mc: MConfig, s: MState, a: MArgs, r: MResult, t: MState) -> dict[
 
     def res_of(k: Any, v: Any) -> z3.BoolRef:
         def holder(b: Any) -> Any:
-            return z3.Or([z3.And(k == kk, d.sel(s.base.idx[kk - 1], b)) for kk in range(1, mc.K + 1)])
+            return z3.Or(
+                [z3.And(k == kk, d.sel(s.base.idx[kk - 1], b)) for kk in range(1, mc.K + 1)]
+            )
 
         def stamp(b: Any) -> Any:
-            return z3.Sum([z3.If(k == kk, d.sel(s.kst[kk - 1], b), iv(0)) for kk in range(1, mc.K + 1)])
+            return z3.Sum(
+                [z3.If(k == kk, d.sel(s.kst[kk - 1], b), iv(0)) for kk in range(1, mc.K + 1)]
+            )
 
         return z3.And(
             (v == -1) == d.forall(1, N, lambda b: z3.Not(holder(b))),
@@ -855,7 +861,15 @@ def step_rules(mc: MConfig, s: MState, a: MArgs, r: MResult, t: MState) -> dict[
 
     out["RES-CACHED"] = z3.Implies(kind == OPK["GetCachedBlock"], res_of(a.base.qk, r.r.value))
     every = z3.And(
-        [z3.Implies(j < a.gm, z3.Not(d.forall(1, N, lambda b, j=j: z3.Not(_held(mc, s, key_of(mc, a.qh, a.gs[j]), b))))) for j in range(mc.GM)]  # type: ignore[misc]
+        [
+            z3.Implies(
+                j < a.gm,
+                z3.Or(
+                    [_held(mc, s, key_of(mc, a.qh, a.gs[j]), b) for b in range(1, mc.n)] + [False]
+                ),
+            )
+            for j in range(mc.GM)
+        ]
     )
     groups = [
         z3.Implies(z3.And(j < a.gm, r.r.value == 1), res_of(key_of(mc, a.qh, a.gs[j]), r.groups[j]))
@@ -866,7 +880,10 @@ def step_rules(mc: MConfig, s: MState, a: MArgs, r: MResult, t: MState) -> dict[
     )
     out["MOVE-SILENT"] = z3.Implies(
         kind == MKK["MoveBlockHashes"],
-        z3.And([t.base.nev == s.base.nev] + [x == y for x, y in zip(t.base.view, s.base.view, strict=True)]),
+        z3.And(
+            [t.base.nev == s.base.nev]
+            + [x == y for x, y in zip(t.base.view, s.base.view, strict=True)]
+        ),
     )
     return out
 
@@ -923,7 +940,9 @@ def step_goals(
             goal = _case(st, op, st.goals[name])
             parts = conjuncts(goal) if split else [goal]
             g = Goal(name, "step", "proved", 0.0, None, [], op)
-            for part, (status, dt, m) in zip(parts, isolated_checks(base, parts, timeout_ms), strict=False):
+            for part, (status, dt, m) in zip(
+                parts, isolated_checks(base, parts, timeout_ms), strict=False
+            ):
                 g.seconds += dt
                 g.queries.append([*base, z3.Not(part)])
                 if status != "proved":
@@ -1137,26 +1156,22 @@ class BuggyMultiWorld(World):
             if isinstance(op, MoveBlockHashes) and isinstance(op.src, BlockRef)
             else []
         )
-        saved = ps.copy()
         try:
             out = super().apply(op)
         finally:
             self._op = ""
         if self.bug == "mk-move-leaves-source" and isinstance(op, MoveBlockHashes) and out.ok:
             for k in src_keys:  # src keeps its place among the holders, dst after them all
-                ps.index[k] = dict.fromkeys([*before[k], op.dst.block])  # type: ignore[union-attr]
+                ps.index[k] = dict.fromkeys([*before[k], cast(BlockRef, op.dst).block])
         if self.bug == "mk-move-announces" and isinstance(op, MoveBlockHashes) and out.ok:
             for k in src_keys:
-                if before[k] == [op.src.block]:  # type: ignore[union-attr]
+                if before[k] == [cast(BlockRef, op.src).block]:
                     self._log(ps, removed(k, ps.medium))
         if self.bug == "mk-groups-partial" and isinstance(op, GetCachedBlockGroups) and out.ok:
             found = [ps.index.get(group_key(op.block_hash, g)) for g in op.group_ids]  # type: ignore[arg-type]
             hits = tuple(next(iter(h)) for h in found if h)
             if hits or not found:
                 out = Outcome(value=hits, fired=out.fired)
-        if self.bug == "mk-partial-keeps-shorter" and isinstance(op, CachePartialBlock) and out.ok:
-            pass  # (only in the encoding: see DIFF_ONLY_MUTANTS)
-        _ = saved
         return out
 
     def _drop_key(self, ps: PoolState, b: int) -> None:
@@ -1307,18 +1322,18 @@ def stamps(ps: PoolState) -> dict[tuple[Hashable, int], int]:
         hs = list(holders)
         for b in hs:
             ts.add((k, b))
-        for x, y in zip(hs, hs[1:], strict=False):
+        for x, y in itertools.pairwise(hs):
             ts.add((k, y), (k, x))
     for b, es in ps.entries.items():
-        for x, y in zip(es, es[1:], strict=False):
-            ts.add((y, b), (x, b))
+        for older, newer in itertools.pairwise(es):
+            ts.add((newer, b), (older, b))
     return {node: i for i, node in enumerate(ts.static_order())}
 
 
 def encode(mc: MConfig, s: MState, a: MArgs, ps: PoolState, c: MC) -> list[tuple[Any, Any]]:
     """Substitution pairs giving the encoding's variables the values of ``ps`` and ``c``."""
     n, K, cfg = ps.num_blocks, mc.K, mc.cfg
-    ids = {kname(mc, k): k for k in range(1, K + 1)}
+    ids: dict[Hashable, int] = {kname(mc, k): k for k in range(1, K + 1)}
     pairs: list[tuple[Any, Any]] = []
 
     def put(var: Any, val: int | bool) -> None:
@@ -1434,7 +1449,7 @@ def comparable(ps: PoolState) -> tuple[object, ...]:
         tuple(sorted(ps.tokens.items())),
         tuple(sorted((b, tuple(ks)) for b, ks in ps.entries.items() if ks)),
         tuple(ps.free),
-        tuple(sorted((k, tuple(h)) for k, h in ps.index.items())),  # type: ignore[type-var]
+        tuple(sorted((k, tuple(h)) for k, h in ps.index.items())),
         tuple((b, tuple(ws)) for b, ws in ps.pending.items()),
         frozenset(ps.view),
         ps.registered,
@@ -1517,7 +1532,11 @@ def random_call(rng: random.Random, mc: MConfig, ps: PoolState, kind: int | None
     """A call that mostly makes sense on ``ps`` (blocks in use to cache, keyed ones to
     move or evict, ...), sometimes not (refusals are calls too)."""
     n = ps.num_blocks
-    kind = rng.choices(range(len(MK_OPS)), [WEIGHTS.get(o, 1) for o in MK_OPS])[0] if kind is None else kind
+    kind = (
+        rng.choices(range(len(MK_OPS)), [WEIGHTS.get(o, 1) for o in MK_OPS])[0]
+        if kind is None
+        else kind
+    )
     name = MK_OPS[kind]
     in_use = [b for b in range(1, n) if ps.ref[b] > 0]
     keyed = [b for b in range(1, n) if ps.key[b] is not None]
@@ -1565,8 +1584,7 @@ def random_call(rng: random.Random, mc: MConfig, ps: PoolState, kind: int | None
     partial = [b for b in in_use if 0 < ps.tokens.get(b, 0) < 4]
     if name == "CacheFullBlocks" and sane and partial and rng.random() < 0.6:
         # a partial block at the last position of a longer prefix: a promotion
-        nc, nf, bs = rng.choice([(0, 1), (0, 2), (1, 2)]), 2, 2
-        nc = nc[0]
+        nc, nf, bs = rng.choice([0, 0, 1]), 2, 2
         e[nf - 1] = rng.choice(partial)
         e[0] = rng.choice([0, *(b for b in in_use if b != e[1] and ps.key[b] is None)])
         m = max(m, nf)
@@ -1593,7 +1611,9 @@ def random_call(rng: random.Random, mc: MConfig, ps: PoolState, kind: int | None
         rep=rng.random() < 0.25,
         qh=qh,
         gm=rng.choice([0, 1, 2, 2, 2]) if mc.GM == 2 else rng.randint(0, mc.GM),
-        gs=tuple(rng.sample(range(mc.G), mc.GM)) if mc.G >= mc.GM else tuple(rng.randrange(mc.G) for _ in range(mc.GM)),
+        gs=tuple(rng.sample(range(mc.G), mc.GM))
+        if mc.G >= mc.GM
+        else tuple(rng.randrange(mc.G) for _ in range(mc.GM)),
     )
 
 
@@ -1639,7 +1659,10 @@ DIFF_SEED = 11
 
 
 def differential(
-    samples: int, bugs: frozenset[str] = frozenset(), seed: int = DIFF_SEED, stop_at_first: bool = False
+    samples: int,
+    bugs: frozenset[str] = frozenset(),
+    seed: int = DIFF_SEED,
+    stop_at_first: bool = False,
 ) -> tuple[int, list[str]]:
     """``samples`` (reachable state, call) pairs compared: (compared, mismatches)."""
     rng = random.Random(seed)
@@ -1681,7 +1704,6 @@ def rows(ns: tuple[int, ...], timeout_ms: int = 120000) -> list[dict[str, Any]]:
     witnesses (``runner.ObligationResult(**row)`` rows)."""
     out: list[dict[str, Any]] = []
     for n in ns:
-        t0 = time.perf_counter()
         inits = {g.name: g for g in init_goals(n)}
         st = build(n)
         by: dict[str, list[Goal]] = {}
@@ -1696,7 +1718,11 @@ def rows(ns: tuple[int, ...], timeout_ms: int = 120000) -> list[dict[str, Any]]:
                 if gs and not bad
                 else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
             )
-            how = "lemma from WATCH-PER-BLOCK" if name == "INV-WATCH" else f"{len(by.get(name, []))} cases"
+            how = (
+                "lemma from WATCH-PER-BLOCK"
+                if name == "INV-WATCH"
+                else f"{len(by.get(name, []))} cases"
+            )
             out.append(
                 dict(
                     obligation=f"{name} (multi-key)",
@@ -1711,7 +1737,9 @@ def rows(ns: tuple[int, ...], timeout_ms: int = 120000) -> list[dict[str, Any]]:
             )
         t1 = time.perf_counter()
         ws = witness_goals(st)
-        problems = [f"{op}: {status} {why}".strip() for op, status, why in ws if status != "sat" or why]
+        problems = [
+            f"{op}: {status} {why}".strip() for op, status, why in ws if status != "sat" or why
+        ]
         out.append(
             dict(
                 obligation=f"H satisfiable at N={n} (multi-key)",
@@ -1725,7 +1753,6 @@ def rows(ns: tuple[int, ...], timeout_ms: int = 120000) -> list[dict[str, Any]]:
                 replay="; ".join(problems[:3]),
             )
         )
-        _ = t0
     return out
 
 
@@ -1744,7 +1771,9 @@ def mutant_rows(n: int = 3, k: int = 4, timeout_ms: int = 120000) -> list[dict[s
                 bounds=f"multi-key N={n} k={k}",
                 status="expected-refuted"
                 if ok
-                else ("NOT-confirmed" if ref.status == "refuted" else f"NOT-refuted ({ref.status})"),
+                else (
+                    "NOT-confirmed" if ref.status == "refuted" else f"NOT-refuted ({ref.status})"
+                ),
                 seconds=ref.seconds,
                 trace=[repr(op) for op in ref.trace],
                 replay=ref.replay,
@@ -1788,9 +1817,6 @@ def differential_rows(samples: int, mutants: bool = True) -> list[dict[str, Any]
             )
         )
     return out
-
-
-_ = (RULES, OrderedDict)
 
 
 @dataclass(frozen=True)

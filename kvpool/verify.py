@@ -249,11 +249,12 @@ def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
     it (``PROFILES[...]["spacer"]`` in ``kvpool/proofs/runner.py``: the one switch)."""
     from kvpool.proofs import runner as proofs
 
-    spacer_on = bool(proofs.PROFILES["fast" if profile == "fast" else "default"]["spacer"])
+    level = proofs.PROFILES["fast" if profile == "fast" else "default"]
+    spacer_on = bool(level["spacer"])
     return [
         (part, PROOF_COSTS.get(part, 60.0))
         for part in proofs.PARTS
-        if part != "spacer" or spacer_on
+        if (part != "spacer" or spacer_on) and (part != "multikey" or level["multikey"])
     ]
 
 

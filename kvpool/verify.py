@@ -368,6 +368,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     scope: dict[str, list[str]] = {}
     fixed_seq: dict[str, list[int]] = {}
     fixed_mk: dict[str, list[int]] = {}
+    every_mk: set[str] = set()
     spacer_ns: dict[str, list[int]] = {}
     spacer_asked: dict[int, dict[str, bool]] = {}  # N -> obligation -> proved
     spacer_bad: list[str] = []
@@ -473,7 +474,11 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 check.cells[inv] = Cell("proved every k", f"{at}, {proofs.SPACER_LABEL}")
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
-                    check.cells[inv] = Cell("proved every N", "every N")
+                    if "multi-key" in r.bounds:  # proofs/multikey.py's every-N rows
+                        every_mk.add(inv)
+                    mk_note = f", blocks with several keys too ({MULTIKEY_BOUNDS})"
+                    detail = "every N" + (mk_note if inv in every_mk else "")
+                    check.cells[inv] = Cell("proved every N", detail)
                 elif inv in EVERY_N_OWN_ROW and r.invariants == (inv,):
                     how = "sums as ghost arrays" if inv.startswith("INV-") else "one step"
                     check.cells[inv] = Cell("proved every N", f"every N, {how}")

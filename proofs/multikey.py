@@ -89,9 +89,11 @@ from .model import (
     Finite,
     Result,
     State,
+    Unbounded,
     args_domain,
     fresh_args,
     fresh_state,
+    in_queue,
     initial,
     int_sort,
     isolated_check,
@@ -106,6 +108,7 @@ from .model import (
     op_reset,
     op_touch,
     op_unpin_blocks,
+    positions,
     state_eq,
     to_int,
 )
@@ -224,7 +227,8 @@ class MResult:
 
 def fresh_mstate(mc: MConfig, name: str) -> MState:
     d = mc.cfg.dom
-    base = replace(fresh_state(mc.cfg, name), kst=d.mk(lambda b: iv(0), I))
+    finite = isinstance(d, Finite)
+    base = replace(fresh_state(mc.cfg, name, globals_=finite), kst=d.mk(lambda b: iv(0), I))
     return MState(
         base,
         d.fresh(f"{name}.tok", I),
@@ -408,9 +412,12 @@ def stored(mc: MConfig, s: MState, c: Any, keys: list[tuple[Any, Any]]) -> MStat
 
 
 def oldest(mc: MConfig, s: MState, k: Any) -> Any:
-    """The oldest block holding key k (symbolic id) in the index, or -1."""
+    """The oldest block holding key k (symbolic id) in the index, or -1. (The every-N
+    reading does not model a lookup's value, as the model's does not: -1.)"""
     d = mc.cfg.dom
     out: Any = iv(-1)
+    if not isinstance(d, Finite):
+        return out
     for kk in range(1, mc.K + 1):
         best: Any = iv(-1)
         for b in range(1, mc.n):
@@ -599,15 +606,12 @@ def op_move(mc: MConfig, s: MState, a: MArgs) -> tuple[MState, Any]:
     if "mk-move-announces" in cfg.bugs:
         # the bug: src announces each key it was the last holder of, before dst holds it
         for k in range(1, K + 1):
-            alone = z3.And(
-                h[k - 1],
-                z3.Not(
-                    z3.Or(
-                        [z3.And(b != src, d.sel(base.idx[k - 1], b)) for b in range(1, mc.n)]
-                        + [False]
-                    )
-                ),
+            others = d.exists(
+                1,
+                d.N,
+                lambda b, k=k: z3.And(b != src, d.sel(base.idx[k - 1], b)),  # type: ignore[misc]
             )
+            alone = z3.And(h[k - 1], z3.Not(others))
             log = z3.And(cfg.events, alone)
             view[k - 1] = z3.And(view[k - 1], z3.Not(log))
             nev = nev + z3.If(log, iv(1), iv(0))
@@ -679,8 +683,13 @@ def mtransition(mc: MConfig, s: MState, a: MArgs) -> tuple[MState, MResult]:
     base, ab = s.base, a.base
     kind = a.kind
     g, gerr, gres = op_get_new_blocks(cfg, base, ab)
-    taken = [z3.And(base.inq[b], z3.Not(g.inq[b])) for b in range(mc.n)]
-    gm = drop_where(mc, s, lambda b: _pick(taken, b, z3.BoolVal(False)))
+    ps_ = positions(d, base)
+
+    def taken(b: Any) -> Any:  # (op_get_new_blocks' own test: the first n of the queue)
+        p = d.sel(ps_, b)
+        return z3.And(b >= 1, b < d.N, in_queue(d, base, b), p >= 0, p < ab.n)
+
+    gm = drop_where(mc, s, taken)
     gm = replace(
         gm, base=replace(g, key=gm.base.key, idx=gm.base.idx, view=gm.base.view, nev=gm.base.nev)
     )
@@ -1058,9 +1067,17 @@ def to_op(mc: MConfig, c: MC) -> Op:
     return base_to_op(b, mc.n)
 
 
-def decode(m: Any, mc: MConfig, s: MState, caching: bool, events: bool) -> PoolState:
-    """The spec state an encoded state stands for (``m`` a model or a substitution)."""
-    n, K = mc.n, mc.K
+def decode(
+    m: Any, mc: MConfig, s: MState, caching: bool, events: bool, n: int | None = None
+) -> PoolState:
+    """The spec state an encoded state stands for (``m`` a model or a substitution; ``n``
+    the number of blocks when the reading is the unbounded one, whose arrays are z3's)."""
+    K = mc.K
+    finite = n is None
+    n = mc.n if n is None else n
+
+    def sel(a: Any, j: int) -> Any:
+        return a[j] if finite else z3.Select(a, j)
 
     def i(x: Any) -> int:
         return to_int(m.eval(x, model_completion=True))
@@ -1068,20 +1085,25 @@ def decode(m: Any, mc: MConfig, s: MState, caching: bool, events: bool) -> PoolS
     def t(x: Any) -> bool:
         return z3.is_true(m.eval(x, model_completion=True))  # type: ignore[no-any-return]
 
-    ps = decode_state(m, s.base, n, K, mc.cfg.W, caching, events, lambda a, j: a[j])
+    ps = decode_state(m, s.base, n, K, mc.cfg.W, caching, events, sel)
     ps.hash_block_size = 1
-    prim = [i(s.base.key[b]) for b in range(n)]
+    prim = [i(sel(s.base.key, b)) for b in range(n)]
     ps.key = [kname(mc, k) if 1 <= k <= K else None for k in prim]
-    ps.tokens = {b: i(s.tok[b]) for b in range(n) if i(s.tok[b]) != 0}
-    stamp = {(k, b): i(s.kst[k - 1][b]) for k in range(1, K + 1) for b in range(n)}
+    tok = [i(sel(s.tok, b)) for b in range(n)]
+    ps.tokens = {b: tok[b] for b in range(n) if tok[b] != 0}
+    stamp = {(k, b): i(sel(s.kst[k - 1], b)) for k in range(1, K + 1) for b in range(n)}
     ps.entries = {}
     for b in range(n):
-        ks = sorted((k for k in range(1, K + 1) if t(s.ent[k - 1][b])), key=lambda k: stamp[k, b])
+        ks = sorted(
+            (k for k in range(1, K + 1) if t(sel(s.ent[k - 1], b))), key=lambda k: stamp[k, b]
+        )
         if ks:
             ps.entries[b] = [kname(mc, k) for k in ks]
     ps.index = {}
     for k in range(1, K + 1):
-        hs = sorted((b for b in range(n) if t(s.base.idx[k - 1][b])), key=lambda b: stamp[k, b])
+        hs = sorted(
+            (b for b in range(n) if t(sel(s.base.idx[k - 1], b))), key=lambda b: stamp[k, b]
+        )
         if hs:
             ps.index[kname(mc, k)] = dict.fromkeys(hs)
     ps.view = {kname(mc, k) for k in range(1, K + 1) if t(s.base.view[k - 1])} if events else set()
@@ -1831,6 +1853,9 @@ class Plan:
     """pairs of the differential (reachable state x call)"""
     diff_mutants: bool
     """the differential run on each mutant too (it must catch every one)"""
+    every_n: tuple[str, ...] = ()
+    """INV-CACHE and INV-EVENTS for every N (:func:`every_n_rows`) when not empty, with
+    these mutants' every-N steps refuted"""
 
 
 def part_rows(plan: Plan | None, timeout_ms: int = 120000) -> list[dict[str, Any]]:
@@ -1841,4 +1866,191 @@ def part_rows(plan: Plan | None, timeout_ms: int = 120000) -> list[dict[str, Any
     out += mutant_rows(*plan.bmc, timeout_ms=timeout_ms)
     if plan.diff:
         out += differential_rows(plan.diff, plan.diff_mutants)
+    if plan.every_n:
+        out += every_n_rows(plan.every_n, timeout_ms // 2)
     return out
+
+
+# -- every N: the key invariants ----------------------------------------------------------------
+
+EVERY_N_GOALS = ("INV-CACHE", "INV-EVENTS")
+"""What is proved for every N with several keys: the two invariants the multi-key calls
+restate (the rest of the obligations are fixed N only: see docs/06-z3.md)."""
+
+
+def every_n_hypothesis(mc: MConfig, s: MState) -> list[z3.BoolRef]:
+    """INV-CACHE and INV-EVENTS for several keys, INV-REF, and the null block holds
+    nothing: the hypothesis of the every-N step (a symbolic N)."""
+    d = mc.cfg.dom
+    return [
+        d.N >= 1,
+        inv_cache(mc, s),
+        props._events(mc.cfg, s.base),
+        d.forall(0, d.N, lambda b: d.sel(s.base.ref, b) >= 0),
+        d.sel(s.base.key, 0) == 0,
+        d.sel(s.tok, 0) == 0,
+        *[z3.Not(d.sel(x, 0)) for x in s.base.idx + s.ent],
+    ]
+
+
+def every_n_goals(
+    bugs: frozenset[str] = frozenset(),
+    ops: tuple[str, ...] = MK_OPS,
+    timeout_ms: int = 60000,
+) -> list[Goal]:
+    """For every N: the pool as built satisfies :data:`EVERY_N_GOALS`, and a call of
+    each kind in ``ops`` from a state satisfying :func:`every_n_hypothesis` keeps them
+    (the whole transition, in the model's unbounded reading: z3 arrays, quantifiers);
+    one case per kind, split into conjuncts."""
+    out: list[Goal] = []
+    with int_sort(None):
+        cfg = Config(
+            Unbounded(z3.Int("N")),
+            K=4,
+            W=2,
+            M=2,
+            caching=z3.Bool("caching"),
+            events=z3.Bool("events"),
+            bugs=bugs,
+        )
+        mc = MConfig(cfg)
+        s0 = minitial(mc)
+        for name, g in (
+            ("INV-CACHE", inv_cache(mc, s0)),
+            ("INV-EVENTS", props._events(cfg, s0.base)),
+        ):
+            status, dt, m = isolated_check([cfg.dom.N >= 1], g, timeout_ms)
+            out.append(Goal(name, "init", status, dt, m, [cfg.dom.N >= 1, z3.Not(g)]))
+        s = fresh_mstate(mc, "s")
+        a = fresh_margs(mc, "a")
+        t, _ = mtransition(mc, s, a)
+        hyp = every_n_hypothesis(mc, s)
+        dom_ = domain(mc, a)
+        goals = {"INV-CACHE": inv_cache(mc, t), "INV-EVENTS": props._events(cfg, t.base)}
+    for name, goal in goals.items():
+        for op in ops:
+            sub = (a.kind, iv(MKK[op]))
+            base = [z3.simplify(z3.substitute(dom_, sub)), a.kind == MKK[op], *hyp]
+            parts = conjuncts(z3.simplify(z3.substitute(goal, sub)))
+            g = Goal(name, "step", "proved", 0.0, None, [], op)
+            for part, (status, dt, m) in zip(
+                parts, isolated_checks(base, parts, timeout_ms), strict=False
+            ):
+                g.seconds += dt
+                g.queries.append([*base, z3.Not(part)])
+                if status != "proved":
+                    g.status, g.model = status, m
+            out.append(g)
+    return out
+
+
+def every_n_witnesses(timeout_ms: int = 30000) -> list[tuple[str, str, str]]:
+    """For each call kind: a model of the every-N step's hypothesis (a pool of 3 or 4
+    blocks preferred, with some key held), decoded; the spec's checker must find no
+    INV-CACHE or INV-EVENTS violation in it (what the hypothesis claims). (kind,
+    "sat"/"unsat"/"unknown", what went wrong or "")."""
+    from .model import hypothesis_model
+
+    out = []
+    with int_sort(None):
+        cfg = Config(
+            Unbounded(z3.Int("N")),
+            K=4,
+            W=2,
+            M=2,
+            caching=z3.Bool("caching"),
+            events=z3.Bool("events"),
+        )
+        mc = MConfig(cfg)
+        s = fresh_mstate(mc, "s")
+        a = fresh_margs(mc, "a")
+        hyp = every_n_hypothesis(mc, s)
+        dom_ = domain(mc, a)
+        N = cfg.dom.N
+        some = z3.Or([z3.Select(x, b) for x in s.base.idx for b in (1, 2)])
+        prefer = [[N >= 3, N <= 4, some], [N >= 1, N <= 4], []]
+    for op in MK_OPS:
+        sub = (a.kind, iv(MKK[op]))
+        case = [z3.simplify(z3.substitute(dom_, sub)), a.kind == MKK[op], *hyp]
+        status, _, m = hypothesis_model(case, prefer, timeout_ms, seeds=2)
+        if status != "sat" or m is None:
+            out.append((op, status, "no model"))
+            continue
+        n = to_int(m.eval(N, model_completion=True))
+        if not 1 <= n <= 64:
+            out.append((op, status, f"a model with N={n}, not decoded"))
+            continue
+        caching, events = flags(m, mc)
+        ps = decode(m, mc, s, caching, events, n)
+        bad = [v for v in check_pool(ps) if v.invariant in EVERY_N_GOALS]
+        out.append((op, status, f"decoded state breaks {bad[0]}" if bad else ""))
+    return out
+
+
+def every_n_rows(
+    mutants: tuple[str, ...] = ("mk-promote-keeps-index",), timeout_ms: int = 60000
+) -> list[dict[str, Any]]:
+    """INV-CACHE and INV-EVENTS for several keys, every N; each of ``mutants`` refuted
+    by the same every-N step; the hypothesis witnessed (``runner.ObligationResult(**row)``
+    rows). (z3 leaves some mutants' every-N steps unknown rather than refuted, e.g.
+    ``mk-evict-primary-only``: those are refuted by the fixed-N step and by BMC.)"""
+    out: list[dict[str, Any]] = []
+    gs = every_n_goals(timeout_ms=timeout_ms)
+    for name in EVERY_N_GOALS:
+        mine = [g for g in gs if g.name == name]
+        bad = [g for g in mine if g.status != "proved"]
+        out.append(
+            dict(
+                obligation=f"{name} (multi-key, every N)",
+                kind="inductive",
+                technique="z3 induction",
+                invariants=(name,),
+                bounds=f"every N, every k, multi-key: {EVERY_N_BOUNDS} "
+                f"({len(mine) - 1} cases, hypothesis INV-CACHE, INV-EVENTS, INV-REF)",
+                status="proved"
+                if not bad
+                else "refuted"
+                if any(g.status == "refuted" for g in bad)
+                else "unknown",
+                seconds=sum(g.seconds for g in mine),
+                replay="; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad[:3]),
+            )
+        )
+    for bug in mutants:
+        ob = MUTANTS[bug][0]
+        t0 = time.perf_counter()
+        mg = every_n_goals(frozenset([bug]), timeout_ms=timeout_ms)
+        hit = [g for g in mg if g.name == ob and g.status == "refuted"]
+        out.append(
+            dict(
+                obligation=f"{ob} [{bug}] (every N)",
+                kind="mutant",
+                technique="z3 induction",
+                invariants=(ob,),
+                bounds="multi-key, every N",
+                status="expected-refuted" if hit else "NOT-refuted",
+                seconds=time.perf_counter() - t0,
+                replay=", ".join(f"{g.op} {g.status}" for g in hit)
+                + " (a step counterexample, not decoded: BMC's of the same bug is replayed)",
+            )
+        )
+    t0 = time.perf_counter()
+    ws = every_n_witnesses()
+    problems = [f"{op}: {st} {why}".strip() for op, st, why in ws if st != "sat" or why]
+    out.append(
+        dict(
+            obligation="every-N hypothesis satisfiable (multi-key)",
+            kind="witness",
+            technique="z3 induction",
+            invariants=(),
+            bounds=f"multi-key every N: {len(ws) - len(problems)}/{len(ws)} hypotheses (a call "
+            "of each kind), decoded, INV-CACHE and INV-EVENTS checked by the spec",
+            status="witnessed" if not problems else "NOT-witnessed",
+            seconds=time.perf_counter() - t0,
+            replay="; ".join(problems[:3]),
+        )
+    )
+    return out
+
+
+EVERY_N_BOUNDS = "keys K=4 (2 hashes x 2 groups), E<=3 further entries, lists<=2"

@@ -99,8 +99,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "mut_bmc": (5, 5, 2),
         "all_mutants": True,
         # blocks with several keys: induction at N=2,3, the 5 mutants by BMC (N=3, k=4),
-        # 120 differential pairs (about 20 CPU s in all; the mutants' differential: deep)
-        "multikey": multikey.Plan((2, 3), (3, 4), 120, False),
+        # 120 differential pairs, INV-CACHE and INV-EVENTS for every N (about 25 CPU s in
+        # all; the mutants' differential: deep)
+        "multikey": multikey.Plan((2, 3), (3, 4), 120, False, ("mk-promote-keeps-index",)),
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -130,7 +131,13 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": True,
         "mut_bmc": (6, 6, 2),
         "all_mutants": True,
-        "multikey": multikey.Plan((2, 3, 4, 5, 6), (4, 5), 1200, True),
+        "multikey": multikey.Plan(
+            (2, 3, 4, 5, 6),
+            (4, 5),
+            1200,
+            True,
+            ("mk-promote-keeps-index", "mk-move-leaves-source"),
+        ),
     },
 }
 

@@ -125,3 +125,21 @@ def test_profiles_and_dashboard_label() -> None:
     failed = replace(row, status="unknown")
     (fixed,) = [c for c in proof_checks([failed]) if c.technique == mk.TECHNIQUE]
     assert fixed.cells["INV-CACHE"].status == "failed"
+
+
+def test_key_invariants_every_n_and_a_mutant_refuted() -> None:
+    ops = ("GetNewBlocks", "CacheFullBlocks", "CachePartialBlock", "MoveBlockHashes")
+    goals = mk.every_n_goals(ops=ops)
+    assert {(g.name, g.kind) for g in goals} >= {("INV-CACHE", "init"), ("INV-CACHE", "step")}
+    assert [g for g in goals if g.status != "proved"] == []
+    bad = mk.every_n_goals(frozenset(["mk-promote-keeps-index"]), ops=("CacheFullBlocks",))
+    assert [(g.name, g.status) for g in bad if g.kind == "step"] == [
+        ("INV-CACHE", "refuted"),
+        ("INV-EVENTS", "proved"),
+    ]
+
+
+def test_every_n_hypothesis_has_witnesses() -> None:
+    ws = mk.every_n_witnesses()
+    assert len(ws) == len(mk.MK_OPS)
+    assert [w for w in ws if w[1] != "sat" or w[2]] == []

@@ -1778,10 +1778,13 @@ def rows(ns: tuple[int, ...], timeout_ms: int = 120000) -> list[dict[str, Any]]:
     return out
 
 
-def mutant_rows(n: int = 3, k: int = 4, timeout_ms: int = 120000) -> list[dict[str, Any]]:
-    """Each of :data:`MUTANTS` refuted by BMC from the pool as built, replayed on the spec."""
+def mutant_rows(
+    n: int = 3, k: int = 4, timeout_ms: int = 120000, which: tuple[str, ...] | None = None
+) -> list[dict[str, Any]]:
+    """Each of :data:`MUTANTS` (or of ``which``) refuted by BMC from the pool as built,
+    replayed on the spec."""
     out = []
-    for bug in MUTANTS:
+    for bug in MUTANTS if which is None else which:
         ref = bmc_refute(bug, n, k, timeout_ms)
         ok = ref.status == "refuted" and ref.replay.startswith("confirmed")
         out.append(
@@ -1853,6 +1856,8 @@ class Plan:
     """pairs of the differential (reachable state x call)"""
     diff_mutants: bool
     """the differential run on each mutant too (it must catch every one)"""
+    bmc_mutants: tuple[str, ...] | None = None
+    """the mutants BMC refutes (None: every one of :data:`MUTANTS`)"""
     every_n: tuple[str, ...] = ()
     """INV-CACHE and INV-EVENTS for every N (:func:`every_n_rows`) when not empty, with
     these mutants' every-N steps refuted"""
@@ -1863,7 +1868,7 @@ def part_rows(plan: Plan | None, timeout_ms: int = 120000) -> list[dict[str, Any
     if plan is None:
         return []
     out = rows(plan.ns, timeout_ms)
-    out += mutant_rows(*plan.bmc, timeout_ms=timeout_ms)
+    out += mutant_rows(*plan.bmc, timeout_ms=timeout_ms, which=plan.bmc_mutants)
     if plan.diff:
         out += differential_rows(plan.diff, plan.diff_mutants)
     if plan.every_n:

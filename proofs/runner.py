@@ -107,7 +107,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             120,
             False,
             ("mk-promote-keeps-index", "mk-move-announces", "mk-evict-primary-only"),
-            ("mk-promote-keeps-index",),
+            ("mk-promote-keeps-index", "mk-move-leaves-source", "mk-evict-primary-only"),
         ),
     },
     "deep": {
@@ -144,7 +144,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             1200,
             True,
             None,
-            ("mk-promote-keeps-index", "mk-move-leaves-source"),
+            ("mk-promote-keeps-index", "mk-move-leaves-source", "mk-evict-primary-only"),
         ),
     },
 }

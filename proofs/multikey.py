@@ -1953,6 +1953,15 @@ def every_n_goals(
     return out
 
 
+EVERY_N_MUTANTS = (
+    "mk-promote-keeps-index",
+    "mk-move-leaves-source",
+    "mk-move-announces",
+    "mk-evict-primary-only",
+)
+"""The mutants whose every-N step is asked to be refuted (every one that breaks
+INV-CACHE or INV-EVENTS)."""
+
 MUTANT_OP = {
     "mk-promote-keeps-index": "CacheFullBlocks",
     "mk-move-leaves-source": "MoveBlockHashes",
@@ -1962,7 +1971,7 @@ MUTANT_OP = {
 """The call whose step each invariant-breaking mutant changes."""
 
 
-def every_n_refutes(bug: str, timeout_ms: int = 15000, seeds: int = 3) -> tuple[str, float]:
+def every_n_refutes(bug: str, timeout_ms: int = 3000, seeds: int = 5) -> tuple[str, float]:
     """The every-N step of ``bug``'s call, on its obligation: "refuted" at some z3 seed
     (each seed asked while the answer is unknown), else its last answer; and seconds.
     (Finding a counterexample to a quantified step is a model search: z3's seed and the
@@ -2025,12 +2034,11 @@ def every_n_witnesses(timeout_ms: int = 30000) -> list[tuple[str, str, str]]:
 
 
 def every_n_rows(
-    mutants: tuple[str, ...] = ("mk-promote-keeps-index",), timeout_ms: int = 60000
+    mutants: tuple[str, ...] = EVERY_N_MUTANTS, timeout_ms: int = 60000
 ) -> list[dict[str, Any]]:
     """INV-CACHE and INV-EVENTS for several keys, every N; each of ``mutants`` refuted
     by the same every-N step (:func:`every_n_refutes`); the hypothesis witnessed
-    (``runner.ObligationResult(**row)`` rows). (z3 leaves ``mk-move-announces``' every-N
-    step unknown: the fixed-N step and BMC refute it.)"""
+    (``runner.ObligationResult(**row)`` rows)."""
     out: list[dict[str, Any]] = []
     gs = every_n_goals(timeout_ms=timeout_ms)
     for name in EVERY_N_GOALS:

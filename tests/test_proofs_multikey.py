@@ -137,6 +137,7 @@ def test_key_invariants_every_n_and_a_mutant_refuted() -> None:
         ("INV-CACHE", "refuted"),
         ("INV-EVENTS", "proved"),
     ]
+    assert mk.every_n_refutes("mk-evict-primary-only")[0] == "refuted"
 
 
 def test_every_n_hypothesis_has_witnesses() -> None:

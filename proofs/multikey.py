@@ -39,6 +39,8 @@ spec calls and replayed on the spec with the same bug (:class:`BuggyMultiWorld`)
 hypothesis has a witness decoded and replayed on the spec (:func:`witness_goals`); and
 a differential (:func:`differential`) steps random reachable spec states by the encoding
 and by ``kvpool.spec`` and compares everything, which also catches each mutant.
+INV-CACHE and INV-EVENTS are also proved for every N (:func:`every_n_goals`: the same
+transition read with a symbolic N, as the model's every-N induction reads its own).
 
 The event log is its view (the set of keys a consumer replays) and its length, as in
 the model's unbounded reading: the order of one call's events is not modelled here

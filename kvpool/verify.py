@@ -242,6 +242,7 @@ PROOF_COSTS: dict[str, float] = {
     "source": 130.0,
     "spacer": 120.0,
     "twopool": 20.0,
+    "multikey": 30.0,
 }
 
 
@@ -250,11 +251,12 @@ def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
     it (``PROFILES[...]["spacer"]`` in ``kvpool/proofs/runner.py``: the one switch)."""
     from kvpool.proofs import runner as proofs
 
-    spacer_on = bool(proofs.PROFILES["fast" if profile == "fast" else "default"]["spacer"])
+    level = proofs.PROFILES["fast" if profile == "fast" else "default"]
+    spacer_on = bool(level["spacer"])
     return [
         (part, PROOF_COSTS.get(part, 60.0))
         for part in proofs.PARTS
-        if part != "spacer" or spacer_on
+        if (part != "spacer" or spacer_on) and (part != "multikey" or level["multikey"])
     ]
 
 
@@ -338,6 +340,10 @@ def _catalogue_names() -> set[str]:
     return set(CATALOGUE)
 
 
+MULTIKEY_BOUNDS = "keys K=4 of 2 hashes x 2 groups, E<=3 further entries per block"
+"""What a multi-key fixed-N cell holds besides its N (``proofs/multikey.py``'s defaults)."""
+
+
 def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     """The proofs runner's rows as checks: one per technique, and the extras
     (differential, witnesses, second solver) that fill no column."""
@@ -363,6 +369,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     fixed_ns: dict[str, list[int]] = {}
     scope: dict[str, list[str]] = {}
     fixed_seq: dict[str, list[int]] = {}
+    fixed_mk: dict[str, list[int]] = {}
+    every_mk: set[str] = set()
     spacer_ns: dict[str, list[int]] = {}
     spacer_asked: dict[int, dict[str, bool]] = {}  # N -> obligation -> proved
     spacer_bad: list[str] = []
@@ -479,16 +487,19 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 # their own N: named apart in the cell; so do two pools' sizes N_0+N_1)
                 seq = "event log a sequence" in r.bounds
                 two = "(two pools)" in r.bounds
+                mk = "multi-key" in r.bounds  # blocks with several keys (proofs/multikey.py)
                 if two:
                     fixed_two.setdefault(inv, []).append(r.bounds.split(" ")[0][2:])
                 else:
-                    by_n = fixed_seq if seq else fixed_ns
+                    by_n = fixed_mk if mk else fixed_seq if seq else fixed_ns
                     by_n.setdefault(inv, []).append(int(r.bounds.split(",")[0].split("=")[1]))
                 ns, sq = sorted(fixed_ns.get(inv, [])), sorted(fixed_seq.get(inv, []))
+                mks = sorted(fixed_mk.get(inv, []))
                 tw = list(dict.fromkeys(fixed_two.get(inv, [])))
                 detail = ", ".join(
                     ([f"N={ns[0]}..{ns[-1]}"] if ns else [])
                     + ([f"as a sequence/firing point N={sq[0]}..{sq[-1]}"] if sq else [])
+                    + ([f"multi-key N={mks[0]}..{mks[-1]} ({MULTIKEY_BOUNDS})"] if mks else [])
                     + ([f"two pools N={'/'.join(tw)}"] if tw else [])
                 )
                 check.cells[inv] = Cell("proved every k", detail)
@@ -499,7 +510,11 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 check.cells[inv] = Cell("proved every k", f"{at}, {proofs.SPACER_LABEL}")
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
-                    check.cells[inv] = Cell("proved every N", "every N")
+                    if "multi-key" in r.bounds:  # proofs/multikey.py's every-N rows
+                        every_mk.add(inv)
+                    mk_note = f", blocks with several keys too ({MULTIKEY_BOUNDS})"
+                    detail = "every N" + (mk_note if inv in every_mk else "")
+                    check.cells[inv] = Cell("proved every N", detail)
                 elif inv in EVERY_N_OWN_ROW and r.invariants == (inv,):
                     how = "sums as ghost arrays" if inv.startswith("INV-") else "one step"
                     check.cells[inv] = Cell("proved every N", f"every N, {how}")

@@ -494,9 +494,9 @@ class BlockPool:
         i = 0  # entries processed so far: what a refusal must roll back
         try:
             for block in blocks:
-                # Ownership: the pool's mark, which only its own blocks carry. (An
-                # entry without the slot raises here: refused below, as no block.)
-                if block._pool is mark:
+                # Ownership: an exact block carrying the pool's mark (as in ``touch``);
+                # anything else is another pool's block or no block (``_forward``).
+                if type(block) is KVCacheBlock and block._pool is mark:
                     ref_cnt = block.ref_cnt - 1
                     if ref_cnt > 0:
                         block.ref_cnt = ref_cnt
@@ -624,8 +624,10 @@ class BlockPool:
         block: Any = None
         try:
             for block in blocks:
-                # Ownership: the pool's mark, which only its own blocks carry.
-                if block._pool is not mark:
+                # Ownership: an exact block (so reading its slots runs no code of the
+                # caller's: a proxy forwarding to one of our blocks would show our mark)
+                # carrying the pool's mark, which only its own blocks carry.
+                if type(block) is not KVCacheBlock or block._pool is not mark:
                     raise _NotABlock
                 ref_cnt = block.ref_cnt
                 if ref_cnt == 0:
@@ -732,8 +734,8 @@ class BlockPool:
         i = 0  # entries done so far: what a refusal gives back
         try:
             for block in entries:
-                # Ownership: the pool's mark, which only its own blocks carry.
-                if block._pool is not mark:
+                # Ownership: an exact block carrying the pool's mark (as in ``touch``).
+                if type(block) is not KVCacheBlock or block._pool is not mark:
                     raise _NotABlock
                 ref_cnt = block.ref_cnt - 1
                 if ref_cnt < 0:  # released more often than referenced, or the null block
@@ -1100,7 +1102,8 @@ class BlockPool:
         try:
             for blk, h in zip(entries[nc:nf], chosen, strict=True):
                 if (
-                    blk._pool is not mark  # another pool's, or no block (may raise)
+                    type(blk) is not KVCacheBlock  # no block, or a proxy of one
+                    or blk._pool is not mark  # another pool's
                     or blk.ref_cnt < 1  # nobody wrote it, or the null block
                     or blk._block_hash is not None  # a promotion, or listed twice
                     or type(h) is not bytes

@@ -217,11 +217,46 @@ def test_an_entry_raising_anything_is_invalid_and_rolled_back(which: int) -> Non
         unchanged(InvalidArgument, call, pool)
 
 
-def test_an_entry_raising_keyboard_interrupt_surfaces_and_is_rolled_back() -> None:
+def test_an_entry_that_is_no_block_is_never_read() -> None:
+    """The hot paths read nothing of an entry that is not an exact block: one whose every
+    read raises KeyboardInterrupt is refused, and the interrupt never happens."""
     pool, blocks = busy_pool()
     entry = _EntryWithAttrs(KeyboardInterrupt())
-    unchanged(KeyboardInterrupt, lambda: pool.free_blocks([blocks[2], blocks[3], entry]), pool)
-    unchanged(KeyboardInterrupt, lambda: pool.touch([blocks[0], entry]), pool)
+    unchanged(InvalidArgument, lambda: pool.free_blocks([blocks[2], blocks[3], entry]), pool)
+    unchanged(InvalidArgument, lambda: pool.touch([blocks[0], entry]), pool)
+    unchanged(InvalidArgument, lambda: pool.unpin_blocks([blocks[2], entry], print), pool)
+
+
+def test_an_interrupt_mid_call_surfaces_and_is_rolled_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A KeyboardInterrupt can arrive at any point of a call: injected here where the
+    loops call out (the second unlink of touch; the forwarding of free_blocks), it
+    surfaces, and the pool is as it was."""
+    pool, blocks = busy_pool()
+    pool.free_blocks(blocks[2:3])  # blocks[0] and blocks[2] are free now
+    queue_class = type(pool.free_block_queue)
+    real_remove = queue_class._remove
+    calls: list[object] = []
+
+    def remove_then_interrupt(queue: Any, block: KVCacheBlock) -> None:
+        calls.append(block)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real_remove(queue, block)
+
+    monkeypatch.setattr(queue_class, "_remove", remove_then_interrupt)
+    unchanged(KeyboardInterrupt, lambda: pool.touch([blocks[0], blocks[2]]), pool)
+    assert len(calls) == 2
+    monkeypatch.undo()
+
+    def interrupt(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    other = BlockPool(4)
+    foreign = other.get_new_blocks(1)[0]
+    monkeypatch.setattr(pool_module, "_forward", interrupt)
+    unchanged(KeyboardInterrupt, lambda: pool.free_blocks([blocks[3], foreign]), pool)
 
 
 def test_the_rollback_only_on_attribute_error_leaked_blocks(
@@ -521,3 +556,108 @@ def test_without_the_guard_a_second_thread_gets_in(monkeypatch: pytest.MonkeyPat
         assert len(pool.get_new_blocks(1)) == 1  # no refusal
         release.set()
         t.join(10)
+
+
+# -- a proxy of one of the pool's own blocks ---------------------------------------------------
+
+
+class _Proxy:
+    """Not a block: forwards every attribute read to one (so it shows the pool's mark).
+
+    With ``rewrite``, its first read also rewrites the argument list, as a hostile entry
+    could: a refusal must undo what was done, not what the list says afterwards.
+    """
+
+    def __init__(self, target: KVCacheBlock, rewrite: tuple[list[Any], Any] | None = None):
+        self._target, self._rewrite = target, rewrite
+
+    def __getattr__(self, name: str) -> Any:
+        if self._rewrite is not None:
+            entries, other = self._rewrite
+            entries[0] = other
+            self._rewrite = None
+        return getattr(self._target, name)
+
+
+def _proxy_calls(
+    pool: BlockPool, blocks: list[KVCacheBlock]
+) -> list[Callable[[Callable[[KVCacheBlock, list[Any]], Any]], object]]:
+    """Each hot path, given a way to make the proxy entry (of a block, in a list)."""
+
+    def free(make: Callable[[KVCacheBlock, list[Any]], Any]) -> object:
+        entries: list[Any] = [blocks[2]]
+        entries.append(make(blocks[3], entries))
+        return pool.free_blocks(entries)
+
+    def touch(make: Callable[[KVCacheBlock, list[Any]], Any]) -> object:
+        entries: list[Any] = [blocks[0]]  # free: touching it unlinks it
+        entries.append(make(blocks[0], entries))
+        return pool.touch(entries)
+
+    def unpin(make: Callable[[KVCacheBlock, list[Any]], Any]) -> object:
+        entries: list[Any] = [blocks[2]]
+        entries.append(make(blocks[3], entries))
+        return pool.unpin_blocks(entries, print)
+
+    return [free, touch, unpin]
+
+
+@pytest.mark.parametrize("which", range(3))
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_a_proxy_of_a_pool_block_is_no_block(which: int, rewrite: bool) -> None:
+    """A forwarding proxy reads as one of the pool's blocks, mark included; touching or
+    freeing it must not reach the block behind it (seeded: the hot paths' old test of the
+    mark alone, below)."""
+    pool, blocks = busy_pool()
+    call = _proxy_calls(pool, blocks)[which]
+    other = blocks[1]
+    unchanged(
+        InvalidArgument,
+        lambda: call(lambda b, entries: _Proxy(b, (entries, other) if rewrite else None)),
+        pool,
+    )
+
+
+def test_the_mark_alone_lets_a_proxy_through() -> None:
+    """The seeded bug: the hot paths' ownership test without the exact type (the code
+    before). The proxy is then touched or freed "through" its block, breaking the pool."""
+    from kvpool.mutants import Mutant
+
+    trusting = Mutant(
+        "mark-alone",
+        "the hot paths test only the mark, which a proxy forwards",
+        (),
+        pool_patches=(
+            (
+                "if type(block) is not KVCacheBlock or block._pool is not mark:\n"
+                "                    raise _NotABlock\n"
+                "                ref_cnt = block.ref_cnt\n",
+                "if block._pool is not mark:\n"
+                "                    raise _NotABlock\n"
+                "                ref_cnt = block.ref_cnt\n",
+            ),
+            (
+                "if type(block) is not KVCacheBlock or block._pool is not mark:\n"
+                "                    raise _NotABlock\n"
+                "                ref_cnt = block.ref_cnt - 1\n",
+                "if block._pool is not mark:\n"
+                "                    raise _NotABlock\n"
+                "                ref_cnt = block.ref_cnt - 1\n",
+            ),
+            ("type(block) is KVCacheBlock and block._pool is mark", "block._pool is mark"),
+        ),
+    ).pool_class()
+    accepted = broken = 0
+    for which in range(3):
+        pool = trusting(8, enable_kv_cache_events=True)
+        blocks = pool.get_new_blocks(4)
+        pool.cache_blocks(blocks[:2], [b"a", b"b"])
+        pool.free_blocks(blocks[:1])
+        try:
+            _proxy_calls(pool, blocks)[which](lambda b, entries: _Proxy(b))
+        except PoolError:
+            continue
+        accepted += 1  # the real pool refuses it: test_a_proxy_of_a_pool_block_is_no_block
+        broken += pool.check_invariants() != []
+    assert accepted == 3
+    assert broken == 2  # touch and free_blocks: the queue and the counts no longer agree

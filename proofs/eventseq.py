@@ -360,7 +360,9 @@ class _Export:
             more = smtlib.find_folds(q)
             self.folds += more
             text = smtlib.to_smt2(smtlib.abstract_terms(q, more), self.ctx)
-        return text
+        # z3 4.x sometimes prints the nullary constructor ``cleared`` as the indexed
+        # ``(_ cleared cleared)``, which is not SMT-LIB (cvc5 refuses it): the same term
+        return text.replace("(_ cleared cleared)", "cleared")
 
     def verdict(self, query: list[z3.BoolRef], timeout_ms: int) -> str:
         """cvc5 on ``query``: quantifier-free at fixed N, so asked in this process."""

@@ -356,7 +356,7 @@ def constants(query: list[z3.BoolRef]) -> dict[str, z3.ExprRef]:
 
 
 def _uninterpreted(e: z3.ExprRef) -> bool:
-    return z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED
+    return bool(z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED)
 
 
 def assume(

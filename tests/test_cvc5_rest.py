@@ -82,7 +82,7 @@ def test_case_by_case_confirms_a_true_goal_and_not_a_false_one() -> None:
     assert smtlib.cvc5_confirm_cases(hyp, goal, atoms)[0] == "unsat"
     # false in one case only (x == 2): the case's model is a model of the query
     wrong = z3.And(goal, z3.Implies(x == 2, a[y] >= 1))
-    v, leaves = smtlib.cvc5_confirm_cases(hyp, wrong, atoms, whole_ms=1)
+    v, _ = smtlib.cvc5_confirm_cases(hyp, wrong, atoms, whole_ms=1)
     assert v != "unsat"
 
 

@@ -1,16 +1,15 @@
 """cvc5 on the quantified queries its whole and split asks leave open: a case split.
 
-Some proved queries of the every-N induction, the every-N step rules and the source
-refinement stay unknown to cvc5 whole and split into the goal's parts
-(:func:`smtlib.cvc5_confirm`). Each of them is asked again here case by case
-(:func:`smtlib.cvc5_confirm_cases`): on the atoms :data:`CASES` names for its obligation,
-written over the query's own constants -- the call's list length, whether its two entries
-are the same block, whether each entry's ``ref_cnt`` is 1 (the call releases it), where a
-released block goes (caching, the eviction flag, whether it has a key); for the source's
-groups, the group's length. The cases of a split on any atom cover every model, so the
-query is unsat iff every case is: the choice of atoms decides what cvc5 can settle, never
-what a confirmation means. A case cvc5 leaves unknown whole is split on the next atom;
-where none is left, each of the goal's parts is asked with each of
+Some proved queries of the every-N induction and the every-N step rules stay unknown to
+cvc5 whole and split into the goal's parts (:func:`smtlib.cvc5_confirm`). Each of them is
+asked again here case by case (:func:`smtlib.cvc5_confirm_cases`): on the atoms
+:data:`CASES` names for its obligation, written over the query's own constants -- the
+call's list length, whether its two entries are the same block, whether each entry's
+``ref_cnt`` is 1 (the call releases it), where a released block goes (caching, the
+eviction flag, whether it has a key). The cases of a split on any atom cover every
+model, so the query is unsat iff every case is: the choice of atoms decides what cvc5
+can settle, never what a confirmation means. A case cvc5 leaves unknown whole is split
+on the next atom; where none is left, each of the goal's parts is asked with each of
 :data:`smtlib.CASE_OPTIONS`.
 """
 
@@ -42,21 +41,18 @@ def _entries(c: Callable[[str], z3.ExprRef]) -> list[z3.BoolRef]:
     ]
 
 
-def _group(c: Callable[[str], z3.ExprRef]) -> list[z3.BoolRef]:
-    """A group of at most 3 blocks handed to the queue: its length."""
-    m = c("m")
-    return [m == 0, m == 1, m == 2]
-
-
 CASES: dict[str, Atoms] = {
     "S and T => PERM / FreeBlocks": _entries,
     "every-N rule: ORD-RELEASE / FreeBlocks": _entries,
     "every-N rule: ORD-UNPIN / UnpinBlocks": _entries,
-    "append_n (post)": _group,
-    "prepend_n (post)": _group,
-    "_append_n (post)": _group,
 }
-"""Obligation name (as ``model.named`` records it) -> the atoms its queries are split on."""
+"""Obligation name (as ``model.named`` records it) -> the atoms its queries are split on.
+
+Not here: the source refinement's posts of ``append_n``, ``prepend_n`` and ``_append_n``.
+Split on the group's length alone (``m == 0``, ``m == 1``, ``m == 2``), ``append_n``'s
+stayed unknown in its third case; on its length and its entries (``bl[i] >= 0``,
+``pos[bl[i]] == -1``, ``bl[i] == bl[j]``: twelve atoms) it was still unsettled after
+1,500 s of wall time on a loaded machine (2026-12-05, load average 11 to 15)."""
 
 
 def atoms(name: str, query: list[z3.BoolRef]) -> list[z3.BoolRef] | None:

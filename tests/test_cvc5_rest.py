@@ -87,10 +87,16 @@ def test_case_by_case_confirms_a_true_goal_and_not_a_false_one() -> None:
 
 
 def test_the_atoms_are_named_per_obligation_over_the_querys_constants() -> None:
-    m = z3.Int("m")
-    assert cvc5cases.atoms("append_n (post)", [m >= 0]) is not None
-    assert cvc5cases.atoms("append_n (post)", [z3.Int("n") >= 0]) is None  # no m
-    assert cvc5cases.atoms("not named", [m >= 0]) is None
+    name = "every-N rule: ORD-UNPIN / UnpinBlocks"
+    ar = z3.Array("s.ref", z3.IntSort(), z3.IntSort())
+    key = z3.Array("s.key", z3.IntSort(), z3.IntSort())
+    m, e0, e1 = z3.Ints("a.m a.e0 a.e1")
+    c, ef = z3.Bools("caching a.ef")
+    query = [m >= 0, ar[e0] + ar[e1] + key[e0] >= 0, z3.Or(c, ef)]
+    got = cvc5cases.atoms(name, query)
+    assert got is not None and len(got) == 9 and str(got[2]) == "a.e0 == a.e1"
+    assert cvc5cases.atoms(name, query[:1]) is None  # the query has no s.ref
+    assert cvc5cases.atoms("not named", query) is None
 
 
 def test_ord_unpin_is_confirmed_case_by_case_and_its_mutant_is_not() -> None:

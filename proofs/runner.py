@@ -83,7 +83,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         # to keep `make verify` within its 10 minutes
         "cvc5_split": ("bmc-induction", "refinement"),
         "cvc5_counts": False,
-        # case by case: PERM / FreeBlocks alone is ~67 CPU s, the source's posts more
+        # case by case: the every-N induction row 116 CPU s of cvc5 with it (PERM / FreeBlocks
+        # ~67 of them): "deep"
         "cvc5_cases": False,
         # Spacer, no hand lemma (its own part, :func:`run_spacer`), as (N, obligations):
         # () leaves it out of `make proofs`/`make verify`; ((4, spacer.OBLIGATIONS),)

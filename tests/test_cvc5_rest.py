@@ -103,8 +103,10 @@ def test_ord_unpin_is_confirmed_case_by_case_and_its_mutant_is_not() -> None:
     with recording() as rec:
         (g,) = steprules.goals(("ORD-UNPIN",), ("UnpinBlocks",))
     assert g.status == "proved"
-    row = runner.cvc5_recorded_row("t", rec, cases=True)
+    # (a generous limit: cvc5's is wall-clock time, and the machine may be loaded)
+    row = runner.cvc5_recorded_row("t", rec, 20000, cases=True)
     assert row.status == "agree", row.replay
+    assert "1 case by case" in row.bounds
     # the seeded bug (unpinned blocks queued in reverse), its query asked the same way
     with recording() as bad:
         (m,) = steprules.goals(
@@ -112,5 +114,13 @@ def test_ord_unpin_is_confirmed_case_by_case_and_its_mutant_is_not() -> None:
         )
     assert m.status == "refuted"
     ((name, hyp, goal, _),) = bad
-    got = cvc5cases.confirm(name, hyp, goal, timeout_ms=1000)
-    assert got is not None and got[0] != "unsat"
+    xs = cvc5cases.atoms(name, [*hyp, goal])
+    assert xs is not None  # (its first three atoms: the list's length, equal entries)
+    assert smtlib.cvc5_confirm_cases(hyp, goal, xs[:3], 1000, 500)[0] != "unsat"
+
+
+def test_the_runner_asks_cvc5_on_the_event_log_at_the_profiles_n() -> None:
+    rows = runner.run_eventseq((1,), 60000, (), cvc5_ns=(1,))
+    (row,) = [r for r in rows if r.kind == "second solver"]
+    assert row.status == "agree" and "N=1:" in row.bounds and row.ok
+    assert not [r for r in runner.run_eventseq((1,), 60000, ()) if r.kind == "second solver"]

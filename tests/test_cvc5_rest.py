@@ -35,18 +35,6 @@ def test_the_log_fold_is_abstracted_to_a_stronger_query() -> None:
     assert smtlib.cvc5_check(smtlib.to_smt2(smtlib.abstract_folds(needs)))[0] == "sat"
 
 
-def test_cvc5_confirms_the_event_log_at_n1_and_its_probes_are_sat() -> None:
-    kept: dict[int, list[fixedn.Goal]] = {}
-    rows = eventseq.rows((1,), 60000, kept)
-    assert all(r["status"] == "proved" for r in rows)
-    row = eventseq.cvc5_row(kept, 5000)
-    assert row["status"] == "agree", row["replay"]
-    assert "confirms 3 of 3" in row["bounds"]
-    # the seeded false obligations, exported the same way, are sat to cvc5
-    assert "event-out-of-order sat, fire-before-detach sat" in row["bounds"]
-    assert runner.ObligationResult(**row).ok
-
-
 def test_a_false_event_log_proof_is_a_disagreement() -> None:
     st = fixedn.build(2, bugs=frozenset(["event-out-of-order"]), seq=True)
     (g,) = fixedn.step_goals(st, ("INV-EVENTS",), 60000, ("CacheBlocks",), direct=True)
@@ -119,8 +107,12 @@ def test_ord_unpin_is_confirmed_case_by_case_and_its_mutant_is_not() -> None:
     assert smtlib.cvc5_confirm_cases(hyp, goal, xs[:3], 1000, 500)[0] != "unsat"
 
 
-def test_the_runner_asks_cvc5_on_the_event_log_at_the_profiles_n() -> None:
+def test_the_runner_asks_cvc5_on_the_event_log_and_its_probes_are_sat() -> None:
     rows = runner.run_eventseq((1,), 60000, (), cvc5_ns=(1,))
+    assert all(r.status == "proved" for r in rows if r.kind != "second solver")
     (row,) = [r for r in rows if r.kind == "second solver"]
-    assert row.status == "agree" and "N=1:" in row.bounds and row.ok
+    assert row.status == "agree" and row.ok, row.replay
+    assert "N=1: cvc5 confirms 3 of 3" in row.bounds
+    # the seeded false obligations, exported the same way, are sat to cvc5
+    assert "event-out-of-order sat, fire-before-detach sat" in row.bounds
     assert not [r for r in runner.run_eventseq((1,), 60000, ()) if r.kind == "second solver"]

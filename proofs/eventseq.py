@@ -33,7 +33,7 @@ import z3  # type: ignore[import-untyped]
 
 from kvpool.spec import Event, PoolState, World, check_pool
 
-from . import fixedn
+from . import fixedn, smtlib
 from .model import (
     OPK,
     OPS,
@@ -115,9 +115,12 @@ def decode(st: fixedn.Step, m: z3.ModelRef, s: State | None = None) -> PoolState
     return ps
 
 
-def rows(ns: tuple[int, ...], timeout_ms: int) -> list[dict[str, Any]]:
+def rows(
+    ns: tuple[int, ...], timeout_ms: int, keep: dict[int, list[fixedn.Goal]] | None = None
+) -> list[dict[str, Any]]:
     """At each N: init and step of each of :data:`fixedn.SEQ_GOALS`, one case per call
-    kind (``runner.ObligationResult(**row)`` rows, kind "fixed-N")."""
+    kind (``runner.ObligationResult(**row)`` rows, kind "fixed-N"). ``keep``: the goals
+    asked at each N are added to it (for :func:`cvc5_row`)."""
     out: list[dict[str, Any]] = []
     for n in ns:
         inits = {g.name: g for g in fixedn.init_goals(n, seq=True)}
@@ -127,6 +130,8 @@ def rows(ns: tuple[int, ...], timeout_ms: int) -> list[dict[str, Any]]:
             if g.status == "unknown":
                 g = retry(st, g, timeout_ms)
             by.setdefault(g.name, []).append(g)
+        if keep is not None:
+            keep.setdefault(n, []).extend([*inits.values(), *(g for gs in by.values() for g in gs)])
         for name in fixedn.SEQ_GOALS:
             gs = ([inits[name]] if name in inits else []) + by.get(name, [])
             bad = [g for g in gs if g.status != "proved"]
@@ -207,11 +212,16 @@ def nested_goals(
     return out
 
 
-def nested_rows(ns: tuple[int, ...], timeout_ms: int) -> list[dict[str, Any]]:
-    """NESTED-STEP at each N of ``ns`` (``runner.ObligationResult(**row)`` rows)."""
+def nested_rows(
+    ns: tuple[int, ...], timeout_ms: int, keep: dict[int, list[fixedn.Goal]] | None = None
+) -> list[dict[str, Any]]:
+    """NESTED-STEP at each N of ``ns`` (``runner.ObligationResult(**row)`` rows);
+    ``keep`` as in :func:`rows`."""
     out: list[dict[str, Any]] = []
     for n in ns:
         gs = nested_goals(n, timeout_ms)
+        if keep is not None:
+            keep.setdefault(n, []).extend(gs)
         bad = [g for g in gs if g.status != "proved"]
         status = (
             "proved"
@@ -321,3 +331,103 @@ def mutant_rows(
             ]
         out.append(row)
     return out
+
+
+# -- cvc5 on the event log's queries -----------------------------------------------------------
+
+CVC5_PROBES: tuple[tuple[str, str, str], ...] = (
+    ("event-out-of-order", "INV-EVENTS", "CacheBlocks"),
+    ("fire-before-detach", "FIRE-POINT", "GetNewBlocks"),
+)
+"""(mutant, goal, call): a false obligation of each kind the row confirms (the log's
+contents and order, the firing point), exported the same way: cvc5 must say sat."""
+
+
+class _Export:
+    """Queries of the event log written out for cvc5, their folds abstracted
+    (:func:`smtlib.abstract_folds`: an unsat proves the query unsat). The folds found so
+    far are substituted directly (they are the same few terms in every query: the pre-
+    state's log replayed per key), and all texts are made in one context of their own."""
+
+    def __init__(self) -> None:
+        self.ctx = z3.Context()
+        self.folds: list[z3.ExprRef] = []
+
+    def text(self, query: list[z3.BoolRef]) -> str:
+        q = smtlib.abstract_terms(query, self.folds)
+        text = smtlib.to_smt2(q, self.ctx)
+        if "seq.fold" in text:  # a fold not seen yet
+            more = smtlib.find_folds(q)
+            self.folds += more
+            text = smtlib.to_smt2(smtlib.abstract_terms(q, more), self.ctx)
+        # z3 4.x sometimes prints the nullary constructor ``cleared`` as the indexed
+        # ``(_ cleared cleared)``, which is not SMT-LIB (cvc5 refuses it): the same term
+        return text.replace("(_ cleared cleared)", "cleared")
+
+    def verdict(self, query: list[z3.BoolRef], timeout_ms: int) -> str:
+        """cvc5 on ``query``: quantifier-free at fixed N, so asked in this process."""
+        try:
+            return smtlib.cvc5_check(self.text(query), timeout_ms)[0]
+        except (ValueError, RuntimeError) as exc:  # cvc5 does not read the text
+            return f"refused ({str(exc)[:60]})"
+
+
+def cvc5_row(
+    kept: dict[int, list[fixedn.Goal]], timeout_ms: int, probe_n: int = 2
+) -> dict[str, Any]:
+    """cvc5 on every query z3 proved among ``kept`` (by N: INV-EVENTS over the sequence,
+    EVENT-LOG, FIRE-POINT, NESTED-STEP), each of which must be unsat, and on the mutants'
+    queries of :data:`CVC5_PROBES` at N=``probe_n``, each of which must be sat (the check
+    can fail). An obligation at an N is *confirmed* when every query z3 proved for it
+    there is unsat to cvc5; a sat on a proved query, or an unsat on a probe, is a
+    disagreement and fails the row; an unknown leaves the obligation not confirmed
+    (named in the row). ``runner.ObligationResult(**row)``, kind "second solver"."""
+    t0 = time.perf_counter()
+    export = _Export()
+    verdicts: dict[str, dict[str, list[str]]] = {}  # "NAME N=n" -> verdicts
+    n_queries = 0
+    for n, gs in sorted(kept.items()):
+        for g in gs:
+            if g.status != "proved":
+                continue
+            for q in g.all_queries():
+                n_queries += 1
+                by = verdicts.setdefault(f"{g.name} N={n}", {})
+                by.setdefault(export.verdict(q, timeout_ms), []).append(g.op or g.kind)
+    probes = []
+    for bug, goal, op in CVC5_PROBES:
+        st = fixedn.build(probe_n, bugs=frozenset([bug]), seq=True)
+        (g,) = fixedn.step_goals(st, (goal,), timeout_ms, (op,), direct=True)
+        pv = export.verdict(g.query, timeout_ms) if g.status == "refuted" else "not refuted"
+        probes.append((bug, g.status, pv))
+    disagree = [
+        f"{k}: sat on {', '.join(sorted(set(v['sat'])))}" for k, v in verdicts.items() if "sat" in v
+    ]
+    disagree += [f"probe {b}: z3 {zs}, cvc5 {pv}" for b, zs, pv in probes if pv != "sat"]
+    open_ = [
+        f"{k} ({', '.join(sorted(v for v in vs if v != 'unsat'))})"
+        for k, vs in verdicts.items()
+        if set(vs) - {"unsat", "sat"}
+    ]
+    confirmed = [k for k, vs in verdicts.items() if set(vs) == {"unsat"}]
+    status = "disagree" if disagree else "partly-confirmed" if open_ else "agree"
+    if not verdicts:
+        status = "not-run"
+    ns = ", ".join(str(n) for n in sorted(kept))
+    return dict(
+        obligation="cvc5 re-checks the event log as a sequence",
+        kind="second solver",
+        technique="cvc5 (SMT-LIB 2 from z3, the log's folds abstracted)",
+        invariants=(),
+        bounds=f"the event log as a sequence, N={ns}: cvc5 confirms {len(confirmed)} of "
+        f"{len(verdicts)} (obligation, N) z3 proved ({n_queries} queries, "
+        f"{timeout_ms // 1000} s each); mutant probes "
+        + ", ".join(f"{b} {pv}" for b, _, pv in probes)
+        + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
+        status=status,
+        seconds=time.perf_counter() - t0,
+        replay="; ".join(
+            ([f"disagrees: {'; '.join(disagree)}"] if disagree else [])
+            + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
+        ),
+    )

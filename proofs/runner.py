@@ -14,6 +14,7 @@ from kvpool.spec import INVARIANTS, Op, World, check_pool
 from . import (
     bmc,
     counting,
+    cvc5cases,
     differential,
     eventseq,
     fixedn,
@@ -51,6 +52,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_split": (),
         # cvc5 on the every-N counts and step rules (counting.py, steprules.py)
         "cvc5_counts": False,
+        # the queries even the split leaves open, asked case by case (cvc5cases.CASES)
+        "cvc5_cases": False,
         "spacer": (),
         "spacer_timeout": 150.0,
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
@@ -58,6 +61,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "eventseq": (1, 2, 3),
         "eventseq_nested": (2,),
         "eventseq_mutants": ("event-out-of-order", "fire-before-detach"),
+        # cvc5 on the event log's queries at these N (eventseq.cvc5_row)
+        "cvc5_eventseq": (),
         # generous: a timeout is reported as unknown, a failure, on a loaded machine
         "ind_timeout": 60000,
         "diff": 300,
@@ -89,6 +94,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # to keep `make verify` within its 10 minutes
         "cvc5_split": ("bmc-induction", "refinement"),
         "cvc5_counts": False,
+        # case by case: the every-N induction row 116 CPU s of cvc5 with it (PERM / FreeBlocks
+        # ~67 of them): "deep"
+        "cvc5_cases": False,
         # Spacer, no hand lemma (its own part, :func:`run_spacer`), as (N, obligations):
         # () leaves it out of `make proofs`/`make verify`; ((4, spacer.OBLIGATIONS),)
         # would put it in as one more check of its own (N=4: 11 CPU s, 24-35 s wall loaded)
@@ -101,6 +109,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # this profile's budget gave the event log; in "fast" and "deep"
         "eventseq_nested": (),
         "eventseq_mutants": None,
+        # cvc5 on the event log's queries (folds abstracted, quantifier-free): 5.7 CPU s
+        # for N=1..3 and the two probes (N=4, 5 add 3.3, 6.8: "deep")
+        "cvc5_eventseq": (1, 2, 3),
         "ind_timeout": 60000,
         "diff": 1200,
         "diff_mutants": True,
@@ -134,6 +145,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_quantified": True,
         "cvc5_split": ("bmc-induction", "refinement", "source"),
         "cvc5_counts": True,
+        "cvc5_cases": True,
         # (N, obligations): every one in one query up to N=5; at N=6 two queries, the
         # state obligations (108 CPU s, measured) and the step rules (34 CPU s): the joint
         # query on all 16 there was unknown after 615 CPU s
@@ -149,6 +161,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "eventseq": (1, 2, 3, 4, 5, 6, 7),
         "eventseq_nested": (1, 2, 3, 4),
         "eventseq_mutants": None,
+        "cvc5_eventseq": (1, 2, 3, 4, 5, 6, 7),
         "ind_timeout": 120000,
         "diff": 3000,
         "diff_mutants": True,
@@ -798,7 +811,8 @@ def run_every_n_counts_and_rules(timeout_ms: int, cvc5: bool) -> list[Obligation
         rows = run_counting(timeout_ms) + run_steprules(timeout_ms)
     rows += [counting_witness_row(), steprules_witness_row()]
     if cvc5:
-        rows.append(cvc5_recorded_row("the every-N counts and rules", rec))
+        # (deep only: case by case too, for ORD-RELEASE's and ORD-UNPIN's queries)
+        rows.append(cvc5_recorded_row("the every-N counts and rules", rec, cases=True))
     rows += run_counting_mutants(timeout_ms // 2) + run_steprule_mutants(timeout_ms // 2)
     return rows
 
@@ -813,12 +827,18 @@ def run_eventseq(
     timeout_ms: int,
     mutants: tuple[str, ...] | None,
     nested: tuple[int, ...] = (),
+    cvc5_ns: tuple[int, ...] = (),
 ) -> list[ObligationResult]:
     """The event log as a sequence and the watchers' firing point, proved for every k at
     each N of ``ns``, a call nested in a firing at each N of ``nested``; the mutants
-    refuted at N=3 and replayed (:mod:`.eventseq`)."""
-    rows = [ObligationResult(**r) for r in eventseq.rows(ns, timeout_ms)]
-    rows += [ObligationResult(**r) for r in eventseq.nested_rows(nested, timeout_ms)]
+    refuted at N=3 and replayed (:mod:`.eventseq`). At each N of ``cvc5_ns`` (of those
+    run) cvc5 re-checks every query z3 proved (:func:`eventseq.cvc5_row`)."""
+    kept: dict[int, list[fixedn.Goal]] = {}
+    rows = [ObligationResult(**r) for r in eventseq.rows(ns, timeout_ms, kept)]
+    rows += [ObligationResult(**r) for r in eventseq.nested_rows(nested, timeout_ms, kept)]
+    if cvc5_ns:
+        mine = {n: gs for n, gs in kept.items() if n in cvc5_ns}
+        rows.append(ObligationResult(**eventseq.cvc5_row(mine, QUANTIFIED_CVC5_MS)))
     rows += [ObligationResult(**r) for r in eventseq.mutant_rows(3, timeout_ms // 2, mutants)]
     return rows
 
@@ -987,7 +1007,11 @@ reported as not confirmed, so a longer limit only buys more confirmations."""
 
 
 def cvc5_recorded_row(
-    label: str, records: list[Record], timeout_ms: int = QUANTIFIED_CVC5_MS, split: bool = True
+    label: str,
+    records: list[Record],
+    timeout_ms: int = QUANTIFIED_CVC5_MS,
+    split: bool = True,
+    cases: bool = False,
 ) -> ObligationResult:
     """cvc5 on every query z3 proved among ``records`` (lambdas lifted to arrays with
     axioms, :func:`smtlib.to_smt2_lifted`). Grouped by obligation name: a name is
@@ -996,15 +1020,19 @@ def cvc5_recorded_row(
     quantifiers it gives up on) or text cvc5 refuses leaves the name *not confirmed*,
     listed by name in the row, never counted as confirmed. A query cvc5 leaves unknown
     whole is asked again split into its goal's conjuncts (:func:`smtlib.cvc5_confirm`:
-    every part must be unsat); the row counts the queries confirmed that way."""
+    every part must be unsat); the row counts the queries confirmed that way. With
+    ``cases``, an obligation :data:`cvc5cases.CASES` names is asked case by case instead
+    (:func:`cvc5cases.confirm`), and the row counts those too."""
     t0 = time.perf_counter()
     names: dict[str, list[str]] = {}
-    n_split = 0
+    n_split = n_cases = 0
     for name, hyp, goal, status in records:
         if status != "proved":
             continue
-        v, how = smtlib.cvc5_confirm(hyp, goal, timeout_ms, split)
-        n_split += v == "unsat" and how != "whole"
+        by_case = cvc5cases.confirm(name, hyp, goal, timeout_ms) if cases else None
+        v, how = by_case or smtlib.cvc5_confirm(hyp, goal, timeout_ms, split)
+        n_split += v == "unsat" and how != "whole" and by_case is None
+        n_cases += v == "unsat" and by_case is not None and how != "cases: 1"
         names.setdefault(name, []).append(v)
     confirmed = [n for n, vs in names.items() if all(v == "unsat" for v in vs)]
     disagree = [n for n, vs in names.items() if "sat" in vs]
@@ -1029,7 +1057,9 @@ def cvc5_recorded_row(
         (),
         f"{label}: cvc5 confirms {len(confirmed)} of {len(names)} obligations z3 proved "
         f"({sum(len(v) for v in names.values())} queries, {timeout_ms // 1000} s each; "
-        f"{n_split} confirmed split into conjuncts)"
+        f"{n_split} confirmed split into conjuncts"
+        + (f", {n_cases} case by case" if cases else "")
+        + ")"
         + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
         status,
         time.perf_counter() - t0,
@@ -1387,7 +1417,10 @@ def run(
         if p["cvc5_quantified"]:
             rows.append(
                 cvc5_recorded_row(
-                    "the every-N induction", rec, split="bmc-induction" in p["cvc5_split"]
+                    "the every-N induction",
+                    rec,
+                    split="bmc-induction" in p["cvc5_split"],
+                    cases=p["cvc5_cases"],
                 )
             )
     if want("refinement"):
@@ -1429,7 +1462,10 @@ def run(
         if p["cvc5_quantified"]:
             rows.append(
                 cvc5_recorded_row(
-                    "free_queue.py from source", proofs, split="source" in p["cvc5_split"]
+                    "free_queue.py from source",
+                    proofs,
+                    split="source" in p["cvc5_split"],
+                    cases=p["cvc5_cases"],
                 )
             )
     if want("fixedn"):
@@ -1440,7 +1476,11 @@ def run(
             # the largest N's proof, split as it is proved, refutes a mutant too
             rows += run_fixedn_mutants(top, ("lifo-handout",), ("ORD-HANDOUT",), split=True)
         rows += run_eventseq(
-            p["eventseq"], p["fixedn_timeout"], p["eventseq_mutants"], p["eventseq_nested"]
+            p["eventseq"],
+            p["fixedn_timeout"],
+            p["eventseq_mutants"],
+            p["eventseq_nested"],
+            p["cvc5_eventseq"],
         )
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], p["spacer_timeout"])

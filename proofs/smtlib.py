@@ -17,13 +17,14 @@ from typing import Any
 import z3  # type: ignore[import-untyped]
 
 
-def to_smt2(query: list[z3.BoolRef]) -> str:
-    """The query as SMT-LIB 2 text, in a context of its own.
+def to_smt2(query: list[z3.BoolRef], ctx: z3.Context | None = None) -> str:
+    """The query as SMT-LIB 2 text, in a context of its own (or ``ctx``, one kept for
+    exports only: making a context costs about 20 ms).
 
     Each assertion goes through ``z3.simplify`` first (an equivalent formula): z3 writes a
     one-term sum as ``(+ x)``, which SMT-LIB does not allow and cvc5 rejects.
     """
-    ctx = z3.Context()
+    ctx = z3.Context() if ctx is None else ctx
     sol = z3.Solver(ctx=ctx)
     for q in query:
         sol.add(z3.simplify(q.translate(ctx)))
@@ -322,3 +323,158 @@ def cvc5_confirm(
         if pv != "unsat":
             return pv, f"split into {len(parts)}: part {i + 1} {pv}"
     return "unsat", f"split into {len(parts)}"
+
+
+# -- a case split on atoms the obligation names (for the queries even the split leaves open) --
+
+CASE_OPTIONS: tuple[dict[str, str], ...] = (
+    {},
+    {"full-saturate-quant": "true"},
+    {"enum-inst": "true"},
+    {"mbqi": "true"},
+)
+"""cvc5's settings tried in turn on each part of a case (:func:`cvc5_confirm_cases`)."""
+
+
+def constants(query: list[z3.BoolRef]) -> dict[str, z3.ExprRef]:
+    """The query's uninterpreted constants, by name (to build case atoms from)."""
+    out: dict[str, z3.ExprRef] = {}
+    seen: set[int] = set()
+    todo: list[z3.ExprRef] = list(query)
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_quantifier(e):
+            todo.append(e.body())
+            continue
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out[str(e)] = e
+        todo.extend(e.children())
+    return out
+
+
+def _uninterpreted(e: z3.ExprRef) -> bool:
+    return bool(z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED)
+
+
+def assume(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, fact: z3.BoolRef
+) -> tuple[list[z3.BoolRef], z3.BoolRef]:
+    """``hyp and fact``, ``goal`` with ``fact`` used everywhere (an equivalent query:
+    ``fact`` is kept among the hypotheses). ``fact`` is ``x == c`` (``x`` a constant, ``c``
+    a value or another constant: x replaced by c), ``not t`` (t by false) or ``t`` (by
+    true)."""
+    sub = _pairs(fact)
+    if sub:
+        pair = sub[0]
+    elif z3.is_not(fact):
+        pair = (fact.arg(0), z3.BoolVal(False))
+    else:
+        pair = (fact, z3.BoolVal(True))
+    new_hyp = [z3.simplify(z3.substitute(h, pair)) for h in hyp]
+    return [*new_hyp, fact], z3.simplify(z3.substitute(goal, pair))
+
+
+def _confirm_parts(hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int) -> str:
+    """Every part of the goal (:func:`split_queries`) under each of :data:`CASE_OPTIONS`
+    until one says unsat: "unsat" if all are, "sat" if any is, else "unknown"."""
+    for q in split_queries(hyp, goal):
+        text = to_smt2_lifted(q)
+        pv = "unknown"
+        for opts in CASE_OPTIONS:
+            pv, _ = cvc5_check_bounded(text, timeout_ms, options=opts)
+            if pv in ("unsat", "sat"):
+                break
+        if pv != "unsat":
+            return pv
+    return "unsat"
+
+
+def cvc5_confirm_cases(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    atoms: list[z3.BoolRef],
+    timeout_ms: int = 5000,
+    whole_ms: int = 2000,
+) -> tuple[str, int]:
+    """cvc5's verdict on ``hyp and not goal``, asked case by case: the query whole
+    (``whole_ms``); if cvc5 leaves it unknown, split on the first atom (``a`` and ``not a``,
+    each with :func:`assume`, both must be unsat) and so on down ``atoms``; where no atom
+    is left, the goal's parts with every one of :data:`CASE_OPTIONS`. The cases of one
+    split cover every model (an atom holds or not), so the query is unsat iff every leaf
+    is. A leaf's model is a model of the query: "sat" anywhere is a disagreement.
+    Returns the verdict and how many leaves were asked."""
+    v, _ = cvc5_check_bounded(to_smt2_lifted([*hyp, z3.Not(goal)]), whole_ms)
+    if v in ("unsat", "sat"):
+        return v, 1
+    if not atoms:
+        return _confirm_parts(hyp, goal, timeout_ms), 1
+    leaves = 0
+    for fact in (atoms[0], z3.Not(atoms[0])):
+        h, g = assume(hyp, goal, fact)
+        rest = [z3.simplify(z3.substitute(a, *_pairs(fact))) for a in atoms[1:]]
+        # (an atom the case decides is no split: drop it)
+        rest = [a for a in rest if not (z3.is_true(a) or z3.is_false(a))]
+        v, n = cvc5_confirm_cases(h, g, rest, timeout_ms, whole_ms)
+        leaves += n
+        if v != "unsat":
+            return v, leaves
+    return "unsat", leaves
+
+
+def _pairs(fact: z3.BoolRef) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
+    """The substitution :func:`assume` makes for ``fact``, for the atoms still to split on."""
+    if z3.is_eq(fact):
+        x, c = fact.arg(0), fact.arg(1)
+        if z3.is_int_value(x) or z3.is_true(x) or z3.is_false(x):
+            x, c = c, x
+        value = z3.is_int_value(c) or z3.is_true(c) or z3.is_false(c)
+        if _uninterpreted(x) and (value or _uninterpreted(c)) and x.get_id() != c.get_id():
+            return [(x, c)]
+    return []
+
+
+# -- the event log's fold, for cvc5 (which has no seq.foldl) ---------------------------------
+
+
+def find_folds(query: list[z3.BoolRef]) -> list[z3.ExprRef]:
+    """The ``seq.foldl`` terms of ``query`` that use no bound variable."""
+    found: dict[int, z3.ExprRef] = {}
+    seen: set[int] = set()
+    loose: dict[tuple[int, int], bool] = {}
+    todo: list[z3.ExprRef] = list(query)
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        fold = z3.is_app_of(e, z3.Z3_OP_SEQ_FOLDL) or z3.is_app_of(e, z3.Z3_OP_SEQ_FOLDLI)
+        if fold and not _has_loose_var(e, 0, loose):  # (one under a binder stays: refused)
+            found.setdefault(e.get_id(), e)
+        elif z3.is_quantifier(e):
+            todo.append(e.body())
+        else:
+            todo.extend(e.children())
+    return list(found.values())
+
+
+def abstract_terms(query: list[z3.BoolRef], terms: list[z3.ExprRef]) -> list[z3.BoolRef]:
+    """``query`` with each of ``terms`` (closed terms) replaced by a fresh constant, the
+    same term by the same constant throughout the query."""
+    pairs = [(t, z3.FreshConst(t.sort(), "fold")) for t in terms]
+    return [z3.substitute(q, *pairs) for q in query] if pairs else list(query)
+
+
+def abstract_folds(query: list[z3.BoolRef]) -> list[z3.BoolRef]:
+    """``query`` with each ``seq.foldl`` term replaced by a fresh constant
+    (:func:`abstract_terms` of :func:`find_folds`).
+
+    cvc5 1.4.2 has no ``seq.foldl``. The event log's queries (:mod:`.eventseq`) fold only
+    the log the step starts from, and the very same term stands in the hypothesis and the
+    goal (``model._fold`` unfolds what the step appends). A constant in its place may take
+    any value, so the result has every model of ``query`` and more: its unsat proves
+    ``query`` unsat (a stronger obligation, never a weaker one); a model of it need not be
+    a model of ``query``, and cvc5 ``sat`` on it is still counted a failure."""
+    return abstract_terms(query, find_folds(query))

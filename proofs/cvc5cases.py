@@ -1,0 +1,85 @@
+"""cvc5 on the quantified queries its whole and split asks leave open: a case split.
+
+Some proved queries of the every-N induction and the every-N step rules stay unknown to
+cvc5 whole and split into the goal's parts (:func:`smtlib.cvc5_confirm`). Each of them is
+asked again here case by case (:func:`smtlib.cvc5_confirm_cases`): on the atoms
+:data:`CASES` names for its obligation, written over the query's own constants -- the
+call's list length, whether its two entries are the same block, whether each entry's
+``ref_cnt`` is 1 (the call releases it), where a released block goes (caching, the
+eviction flag, whether it has a key). The cases of a split on any atom cover every
+model, so the query is unsat iff every case is: the choice of atoms decides what cvc5
+can settle, never what a confirmation means. A case cvc5 leaves unknown whole is split
+on the next atom; where none is left, each of the goal's parts is asked with each of
+:data:`smtlib.CASE_OPTIONS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import z3  # type: ignore[import-untyped]
+
+from . import smtlib
+
+Atoms = Callable[[Callable[[str], z3.ExprRef]], list[z3.BoolRef]]
+
+
+def _entries(c: Callable[[str], z3.ExprRef]) -> list[z3.BoolRef]:
+    """A call on a list of at most 2 entries: its length, whether the entries are one
+    block, whether each is released, and where a released block goes."""
+    m, e0, e1, ref, key = c("a.m"), c("a.e0"), c("a.e1"), c("s.ref"), c("s.key")
+    return [
+        m == 0,
+        m == 1,
+        e0 == e1,
+        ref[e0] == 1,
+        ref[e1] == 1,
+        c("caching") == z3.BoolVal(True),
+        c("a.ef") == z3.BoolVal(True),
+        key[e0] == 0,
+        key[e1] == 0,
+    ]
+
+
+CASES: dict[str, Atoms] = {
+    "S and T => PERM / FreeBlocks": _entries,
+    "every-N rule: ORD-RELEASE / FreeBlocks": _entries,
+    "every-N rule: ORD-UNPIN / UnpinBlocks": _entries,
+}
+"""Obligation name (as ``model.named`` records it) -> the atoms its queries are split on.
+
+Not here: the source refinement's posts of ``append_n``, ``prepend_n`` and ``_append_n``.
+Split on the group's length alone (``m == 0``, ``m == 1``, ``m == 2``), ``append_n``'s
+stayed unknown in its third case; on its length and its entries (``bl[i] >= 0``,
+``pos[bl[i]] == -1``, ``bl[i] == bl[j]``: twelve atoms) it was still unsettled after
+1,500 s of wall time on a loaded machine (2026-12-05, load average 11 to 15)."""
+
+
+def atoms(name: str, query: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
+    """The atoms :data:`CASES` names for ``name``, over ``query``'s constants (None: no
+    case split for it, or a constant it names is not in the query)."""
+    if name not in CASES:
+        return None
+    consts = smtlib.constants(query)
+
+    def c(x: str) -> z3.ExprRef:
+        if x not in consts:
+            raise KeyError(x)
+        return consts[x]
+
+    try:
+        return [z3.simplify(a) for a in CASES[name](c)]
+    except KeyError:
+        return None
+
+
+def confirm(
+    name: str, hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = 5000
+) -> tuple[str, str] | None:
+    """cvc5's verdict on ``hyp and not goal`` by :func:`smtlib.cvc5_confirm_cases` on the
+    atoms of ``name`` (None: it has none), and how it was reached."""
+    xs = atoms(name, [*hyp, goal])
+    if xs is None:
+        return None
+    v, leaves = smtlib.cvc5_confirm_cases(hyp, goal, xs, timeout_ms)
+    return v, f"cases: {leaves}"

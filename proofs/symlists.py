@@ -1,0 +1,537 @@
+"""Lists of symbolic length: every list-taking call as a loop, proved with a loop invariant.
+
+The every-N induction (:mod:`kvpool.proofs.induction`, :mod:`~kvpool.proofs.counting`)
+takes a call's block list as at most M = 2 symbolic entries, unrolled. Here the list is
+an array ``E`` (and, for ``cache_blocks``, the keys ``KS``) with a symbolic length ``m``,
+and each list-taking call -- ``free_blocks``, ``touch``, ``unpin_blocks``,
+``cache_blocks``, ``evict_blocks`` -- is the spec's loop over it: one *body* per entry,
+on the unbounded reading of :mod:`kvpool.proofs.model` (its ``State``, its queue moves,
+its ``drop_key``). The call is refused, and changes nothing, iff some entry's *guard*
+fails on the state the loop has reached there (an id that is no block, the null block
+where it is refused, a decrement below 0, a block not in use or already keyed); the
+refusal's kind is not stated. That is the spec's check: "listed more often than its
+ref_cnt" is "some decrement, in list order, finds ref_cnt 0", and a repeated entry of
+``cache_blocks`` is an entry whose block the loop has already keyed
+(:func:`agreement_goals` asks z3 that the loop and ``model.py``'s unrolled calls agree
+on every list of at most 3 entries).
+
+Each property P is proved for every N and every m with a loop invariant ``I(j, s_j)``
+(``s_j``: the state after the first j entries; ``I`` is S of :mod:`~kvpool.proofs.props`
+with the loop's own facts, and for the counts :func:`counting.invariant` with ghost sums):
+
+* **loop init**: ``S(s)`` gives ``I(0, s)``;
+* **loop step**: ``I(j, s_j)``, ``0 <= j < m`` and entry j's guard give
+  ``I(j + 1, body(s_j, E[j]))`` -- one query, for every j and m;
+* **loop exit**: ``I(m, s_m)`` gives P of the call's post-state (``s_m``, and for
+  ``cache_blocks`` its one BlockStored counted).
+
+The other call kinds take no list: their steps are :mod:`~kvpool.proofs.induction`'s
+and :mod:`~kvpool.proofs.counting`'s own (for every N; ``get_new_blocks(n)`` with n
+symbolic). Keys and watcher ids stay K=2 and W=2 here (the state's per-key and
+per-watcher arrays): symbolic sorts for them are not done.
+
+Mutants are refuted twice: the loop step's query fails (z3 gives an entry and a loop
+state), and the loop unrolled to at most :data:`UNROLL` entries from a state satisfying
+S gives a counterexample that is decoded and replayed on the buggy spec.
+``free-third-unqueued`` only shows at list length >= 3: the every-N induction's lists
+(<= 2 entries) cannot hold it, and this module's loop step proved with ``m <= 2`` is
+not refuted by it either (:func:`goals` with ``max_m=2``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import z3  # type: ignore[import-untyped]
+
+from . import counting, props
+from .model import (
+    ERR,
+    OPK,
+    OPS,
+    Config,
+    State,
+    Unbounded,
+    _pending_any,
+    drop_key,
+    fresh_args,
+    fresh_state,
+    guarded,
+    hypothesis_model,
+    isolated_check,
+    iv,
+    named,
+    q_append,
+    q_remove,
+    transition,
+)
+
+I = z3.IntSort()  # noqa: E741
+B = z3.BoolSort()
+
+LIST_OPS: tuple[str, ...] = ("FreeBlocks", "Touch", "UnpinBlocks", "CacheBlocks", "EvictBlocks")
+"""The call kinds that take a block list (the rest take none: see the module docstring)."""
+
+S_PARTS: tuple[str, ...] = tuple(props.STRONG_PARTS)
+COUNT_PARTS: tuple[str, ...] = counting.PARTS
+PARTS: tuple[str, ...] = (*S_PARTS, *COUNT_PARTS)
+
+UNROLL = 3
+"""Entries the loop is unrolled to for a mutant's decodable counterexample."""
+
+LIST_MUTANTS: dict[str, tuple[str, str]] = {
+    # mutant -> (the part it breaks, the call kind it changes)
+    "no-underflow-check": ("INV-REF", "FreeBlocks"),
+    "touch-no-remove": ("PERM", "Touch"),
+    "touch-null": ("INV-NULL", "Touch"),
+    "unpin-append-always": ("PERM", "UnpinBlocks"),
+    "unpin-dup-watcher": ("WATCH-PER-BLOCK", "UnpinBlocks"),
+    "cache-when-off": ("INV-CACHE", "CacheBlocks"),
+    "stored-event-missing": ("INV-EVENTS", "CacheBlocks"),
+    "evict-keeps-index": ("INV-CACHE", "EvictBlocks"),
+    "removed-per-block": ("INV-EVENTS", "EvictBlocks"),
+    "free-third-unqueued": ("PERM", "FreeBlocks"),
+}
+"""The every-N induction's mutants of a list-taking call, and one that only a list of at
+least 3 entries shows (``free-third-unqueued``: free_blocks does not queue its third
+entry when it reaches ref_cnt 0)."""
+
+LONG_LIST_MUTANT = "free-third-unqueued"
+
+
+@dataclass
+class LArgs:
+    """A list-taking call: its kind, the list ``E[0..m)`` (and keys ``KS[0..km)``),
+    evict_first, the watcher id."""
+
+    kind: Any
+    m: Any
+    E: Any
+    KS: Any
+    km: Any
+    ef: Any
+    w: Any
+
+
+def fresh_largs(name: str) -> LArgs:
+    arr = z3.ArraySort(I, I)
+    return LArgs(
+        z3.Int(f"{name}.kind"),
+        z3.Int(f"{name}.m"),
+        z3.Const(f"{name}.E", arr),
+        z3.Const(f"{name}.KS", arr),
+        z3.Int(f"{name}.km"),
+        z3.Bool(f"{name}.ef"),
+        z3.Int(f"{name}.w"),
+    )
+
+
+@dataclass
+class Loop:
+    """The loop's state after some entries: the pool ``s``, how many entries went to the
+    front so far (free_blocks: FRONT keeps list order), the queue's length at entry."""
+
+    s: State
+    f: Any
+    L0: Any
+
+
+def _cfg(bugs: frozenset[str], K: int = 2, W: int = 2) -> Config:
+    return Config(
+        Unbounded(), K=K, W=W, M=1, caching=z3.Bool("caching"), events=z3.Bool("events"), bugs=bugs
+    )
+
+
+def q_insert(d: Any, s: State, x: Any, f: Any) -> State:
+    """Block ``x`` (in use) joins the queue at position ``f`` (``0 <= f <= L``); the blocks
+    from f on move back one (``f = 0``: model.q_prepend; ``f = L``: q_append)."""
+    L = s.L
+    p = d.sel(s.pos, x)
+    y = d.sel(s.q, L)
+    q = d.mk(
+        lambda i: z3.If(
+            i == f,
+            x,
+            z3.If(z3.And(f < i, i <= L), d.sel(s.q, i - 1), z3.If(i == p, y, d.sel(s.q, i))),
+        ),
+        I,
+    )
+
+    def npos(b: Any) -> Any:
+        pb = d.sel(s.pos, b)
+        return z3.If(b == x, f, z3.If(z3.And(pb >= f, pb < L), pb + 1, z3.If(b == y, p, pb)))
+
+    return replace(s, q=q, pos=d.mk(npos, I), L=L + 1)
+
+
+# -- the calls' loops ---------------------------------------------------------------------
+
+
+def closed_checks(cfg: Config, op: str, a: LArgs) -> Any:
+    """The call's checks that read no entry (they hold, or the call is refused)."""
+    if op == "CacheBlocks":
+        c = [a.m == a.km]
+        if "cache-when-off" not in cfg.bugs:
+            c.append(cfg.caching)
+        return z3.And(c)
+    return z3.BoolVal(True)
+
+
+def guard(cfg: Config, op: str, lp: Loop, x: Any) -> Any:
+    """Entry ``x`` is accepted on the loop's state (else the whole call is refused)."""
+    d, s = cfg.dom, lp.s
+    ok = [x >= 0, x < d.N]
+    if op in ("UnpinBlocks", "CacheBlocks", "EvictBlocks"):
+        ok.append(x != 0)
+    if op == "FreeBlocks" and "no-underflow-check" not in cfg.bugs:
+        ok.append(z3.Or(x == 0, d.sel(s.ref, x) >= 1))
+    if op == "UnpinBlocks":
+        ok.append(d.sel(s.ref, x) >= 1)
+    if op == "CacheBlocks":
+        ok += [d.sel(s.ref, x) >= 1, d.sel(s.key, x) == 0]
+    return z3.And(ok)
+
+
+def body(cfg: Config, op: str, lp: Loop, a: LArgs, j: Any) -> Loop:
+    """One entry of the call's loop: entry ``j`` (block ``E[j]``, key ``KS[j]``)."""
+    d, t = cfg.dom, lp.s
+    x = z3.Select(a.E, j)
+    bugs = cfg.bugs
+    if op == "FreeBlocks":
+        live = x != 0
+        r = d.sel(t.ref, x) - 1
+        t = replace(t, ref=d.ite(live, d.store(t.ref, x, r, I), t.ref))
+        zero = z3.And(live, r == 0)
+        if "free-third-unqueued" in bugs:
+            zero = z3.And(zero, j != 2)
+        ef = z3.BoolVal(False) if "evict-first-ignored" in bugs else a.ef
+        to_front = z3.Or(d.sel(t.key, x) == 0, z3.Not(cfg.caching), ef)
+        at = iv(0) if "front-reversed" in bugs else lp.f
+        t = guarded(d, z3.And(zero, to_front), lambda u: q_insert(d, u, x, at), t)
+        t = guarded(d, z3.And(zero, z3.Not(to_front)), lambda u: q_append(d, u, x), t)
+        return Loop(t, lp.f + z3.If(z3.And(zero, to_front), iv(1), iv(0)), lp.L0)
+    if op == "Touch":
+        live = z3.BoolVal(True) if "touch-null" in bugs else x != 0
+        r = d.sel(t.ref, x)
+        if "touch-no-remove" not in bugs:
+            t = guarded(d, z3.And(live, r == 0, x != 0), lambda u: q_remove(d, u, x), t)
+        t = replace(t, ref=d.ite(live, d.store(t.ref, x, r + 1, I), t.ref))
+        return Loop(t, lp.f, lp.L0)
+    if op == "UnpinBlocks":
+        r = d.sel(t.ref, x) - 1
+        t = replace(t, ref=d.store(t.ref, x, r, I))
+        already = z3.Or([z3.And(a.w == w, d.sel(t.pend[w], x)) for w in range(cfg.W)])
+        if "unpin-dup-watcher" in bugs:
+            already = z3.BoolVal(False)
+        new = z3.Not(already)
+        first = z3.Not(_pending_any(cfg, t, x))
+        pend = [
+            d.ite(z3.And(new, a.w == w), d.store(t.pend[w], x, z3.BoolVal(True), B), t.pend[w])
+            for w in range(cfg.W)
+        ]
+        wst = [
+            d.ite(
+                z3.And(new, a.w == w, z3.Not(d.sel(t.pend[w], x))),
+                d.store(t.wst[w], x, t.clock, I),
+                t.wst[w],
+            )
+            for w in range(cfg.W)
+        ]
+        bst = d.ite(first, d.store(t.bst, x, t.clock, I), t.bst)
+        reg = d.ite(new, d.store(t.reg, x, d.sel(t.reg, x) + 1, I), t.reg)
+        t = replace(t, pend=pend, wst=wst, bst=bst, reg=reg, clock=t.clock + 1)
+        released = z3.BoolVal(True) if "unpin-append-always" in bugs else r == 0
+        if "unpin-reversed" in bugs:  # each released block ahead of the ones before it
+            t = guarded(d, released, lambda u: q_insert(d, u, x, lp.L0), t)
+        else:
+            t = guarded(d, released, lambda u: q_append(d, u, x), t)
+        return Loop(t, lp.f, lp.L0)
+    if op == "CacheBlocks":
+        k = z3.Select(a.KS, j)
+        idx = t.idx
+        if "cache-skips-index" not in bugs:
+            idx = [
+                d.ite(k == kk, d.store(t.idx[kk - 1], x, z3.BoolVal(True), B), t.idx[kk - 1])
+                for kk in range(1, cfg.K + 1)
+            ]
+        view = list(t.view)
+        if "stored-event-missing" not in bugs:
+            view = [z3.Or(v, z3.And(cfg.events, k == kk)) for kk, v in enumerate(view, 1)]
+        t = replace(
+            t,
+            key=d.store(t.key, x, k, I),
+            kst=d.store(t.kst, x, t.clock, I),
+            idx=idx,
+            view=view,
+            clock=t.clock + 1,
+        )
+        return Loop(t, lp.f, lp.L0)
+    if op == "EvictBlocks":
+        return Loop(drop_key(cfg, t, x, True), lp.f, lp.L0)
+    raise ValueError(f"not a list-taking call: {op}")
+
+
+def finish(cfg: Config, op: str, lp: Loop, a: LArgs) -> State:
+    """The call's post-state from the loop's last state (cache_blocks logs one
+    BlockStored for the whole call)."""
+    t = lp.s
+    if op == "CacheBlocks" and "stored-event-missing" not in cfg.bugs:
+        t = replace(t, nev=t.nev + z3.If(z3.And(cfg.events, a.m > 0), iv(1), iv(0)))
+    return t
+
+
+def loop_facts(cfg: Config, op: str, lp: Loop) -> list[Any]:
+    """What the loop invariant says besides S: FRONT's count fits in the queue; the queue
+    only grows in free_blocks and unpin_blocks (from its length at entry ``L0``)."""
+    if op == "FreeBlocks":
+        return [lp.f >= 0, lp.f <= lp.s.L]
+    if op == "UnpinBlocks":
+        return [lp.L0 >= 0, lp.L0 <= lp.s.L]
+    return []
+
+
+def unrolled(cfg: Config, op: str, s: State, a: LArgs, n: int) -> tuple[State, Any]:
+    """The call on a list of at most ``n`` entries, its loop unrolled: the post-state and
+    whether the call is accepted (a refused call leaves ``s``)."""
+    lp = Loop(s, iv(0), s.L)
+    ok = [closed_checks(cfg, op, a)]
+    for j in range(n):
+        live = iv(j) < a.m
+        ok.append(z3.Implies(live, guard(cfg, op, lp, z3.Select(a.E, j))))
+        nxt = body(cfg, op, lp, a, iv(j))
+        lp = Loop(
+            guarded(cfg.dom, live, lambda _u, nxt=nxt: nxt.s, lp.s),  # type: ignore[misc]
+            z3.If(live, nxt.f, lp.f),
+            lp.L0,
+        )
+    accepted = z3.And(ok)
+    t = finish(cfg, op, lp, a)
+    from .model import merge
+
+    return merge(cfg.dom, accepted, t, s), accepted
+
+
+def domain(cfg: Config, a: LArgs, j: Any) -> Any:
+    """Entry ``j``'s range (id N stands for an id that is no block), and the call's."""
+    N = cfg.dom.N
+    x, k = z3.Select(a.E, j), z3.Select(a.KS, j)
+    return z3.And(x >= 0, x <= N, k >= 1, k <= cfg.K, a.w >= 0, a.w < cfg.W, a.m >= 0, a.km >= 0)
+
+
+# -- the obligations ----------------------------------------------------------------------
+
+
+@dataclass
+class Goal:
+    name: str  # a part of S, or INV-CONSERVE / INV-WATCH
+    op: str  # a list-taking call kind
+    case: str  # "loop init", "loop step", "loop exit", "unrolled"
+    status: str
+    seconds: float
+    model: z3.ModelRef | None = None
+    ctx: Any = None
+
+
+def _corrected(A: Any, f: Any, f2: Any, x: Any, lo: Any) -> Any:
+    """Ghost prefix sums ``A`` of ``f``, corrected for ``f`` becoming ``f2`` at block x."""
+    i = z3.Int("ci")
+    return z3.Lambda([i], z3.Select(A, i) + z3.If(z3.And(lo <= x, x < i), f2(x) - f(x), iv(0)))
+
+
+def obligations(
+    op: str, bugs: frozenset[str] = frozenset(), max_m: int | None = None
+) -> list[tuple[str, str, list[Any], Any, Any]]:
+    """Every loop obligation of ``op`` as (part, case, hypotheses, goal, ctx); ``max_m``
+    bounds the list's length (None: every length)."""
+    cfg = _cfg(bugs)
+    d = cfg.dom
+    N = d.N
+    a = fresh_largs("a")
+    base = [N >= 1, a.kind == OPK[op], closed_checks(cfg, op, a), a.m >= 0, a.km >= 0]
+    base += [a.w >= 0, a.w < cfg.W]
+    if max_m is not None:
+        base.append(a.m <= max_m)
+    out: list[tuple[str, str, list[Any], Any, Any]] = []
+
+    # loop init: the pre-state s, no entry done yet
+    s = fresh_state(cfg, "s", globals_=False)
+    S0 = props.strong(cfg, s)
+    lp0 = Loop(s, iv(0), s.L)
+    g0 = counting.fresh_ghost("g")
+    C0 = counting.invariant(cfg, s, g0)
+    init_hyp = [*base, *S0.values()]
+    for p in S_PARTS:
+        out.append((p, "loop init", init_hyp, z3.And(S0[p], *loop_facts(cfg, op, lp0)), (cfg, s, a)))
+    for p in COUNT_PARTS:
+        out.append((p, "loop init", [*init_hyp, *C0.values()], C0[p], (cfg, s, a)))
+
+    # loop step: entry j on the state s_j the loop has reached
+    sj = fresh_state(cfg, "sj", globals_=False)
+    lp = Loop(sj, z3.Int("f"), z3.Int("L0"))
+    j = z3.Int("j")
+    x = z3.Select(a.E, j)
+    Sj = props.strong(cfg, sj)
+    step_hyp = [
+        *base,
+        j >= 0,
+        j < a.m,
+        domain(cfg, a, j),
+        *Sj.values(),
+        *loop_facts(cfg, op, lp),
+        guard(cfg, op, lp, x),
+    ]
+    nxt = body(cfg, op, lp, a, j)
+    St = props.strong(cfg, nxt.s)
+    ctx = (cfg, sj, a, j, lp)
+    for p in S_PARTS:
+        out.append((p, "loop step", step_hyp, z3.And(St[p], *loop_facts(cfg, op, nxt)), ctx))
+    gj = counting.fresh_ghost("gj")
+    t = nxt.s
+    new_reg: Any = iv(0)
+    if op == "UnpinBlocks":
+        already = z3.Or([z3.And(a.w == w, d.sel(sj.pend[w], x)) for w in range(cfg.W)])
+        if "unpin-dup-watcher" in bugs:
+            already = z3.BoolVal(False)
+        new_reg = z3.If(already, iv(0), iv(1))
+    g2 = counting.Ghost(
+        _corrected(gj.C, counting.in_use(d, sj), counting.in_use(d, t), x, iv(1)),
+        _corrected(gj.P, counting.pending(d, sj), counting.pending(d, t), x, iv(0)),
+        gj.registered + new_reg,
+        gj.fired,
+    )
+    Cj = counting.invariant(cfg, sj, gj)
+    Ct = counting.invariant(cfg, t, g2)
+    for p in COUNT_PARTS:
+        out.append((p, "loop step", [*step_hyp, *Cj.values()], Ct[p], (*ctx, gj)))
+
+    # loop exit: the state after the m-th entry is the call's post-state
+    sm = fresh_state(cfg, "sm", globals_=False)
+    lpm = Loop(sm, z3.Int("fm"), z3.Int("L0m"))
+    Sm = props.strong(cfg, sm)
+    post = finish(cfg, op, lpm, a)
+    Sp = props.strong(cfg, post)
+    gm = counting.fresh_ghost("gm")
+    Cm = counting.invariant(cfg, sm, gm)
+    Cp = counting.invariant(cfg, post, gm)
+    exit_hyp = [*base, *Sm.values(), *loop_facts(cfg, op, lpm)]
+    for p in S_PARTS:
+        out.append((p, "loop exit", exit_hyp, Sp[p], (cfg, sm, a)))
+    for p in COUNT_PARTS:
+        out.append((p, "loop exit", [*exit_hyp, *Cm.values()], Cp[p], (cfg, sm, a)))
+    if "hyp-false" in bugs:  # a test's seeded vacuity
+        out = [(p, c, [*h, z3.BoolVal(False)], g, x_) for p, c, h, g, x_ in out]
+    return out
+
+
+def goals(
+    parts: tuple[str, ...] = PARTS,
+    ops: tuple[str, ...] = LIST_OPS,
+    cases: tuple[str, ...] | None = None,
+    bugs: frozenset[str] = frozenset(),
+    timeout_ms: int = 60000,
+    refute: bool = False,
+    max_m: int | None = None,
+    seed: int = 0,
+) -> list[Goal]:
+    """Each loop obligation proved (with ``refute``: stop at the first refutation, N <= 6
+    then, to keep a model small)."""
+    out: list[Goal] = []
+    for op in ops:
+        for p, case, hyp, goal, ctx in obligations(op, bugs, max_m):
+            if p not in parts or (cases is not None and case not in cases):
+                continue
+            extra = [ctx[0].dom.N <= 6] if refute else []
+            with named(f"symlists: {p} / {op} / {case}"):
+                status, dt, m = isolated_check([*hyp, *extra], goal, timeout_ms, seed)
+            out.append(Goal(p, op, case, status, dt, m, ctx))
+            if refute and status == "refuted":
+                return out
+    return out
+
+
+def unrolled_goal(
+    part: str, op: str, bugs: frozenset[str], timeout_ms: int = 30000, n: int = UNROLL, seed: int = 0
+) -> Goal:
+    """``S(s)`` and the call on at most ``n`` entries (the loop unrolled) ==> ``part`` of
+    the post-state: a refutation is a concrete pre-state and call, for the replay."""
+    cfg = _cfg(bugs)
+    N = cfg.dom.N
+    s = fresh_state(cfg, "s", globals_=False)
+    a = fresh_largs("a")
+    t, _ok = unrolled(cfg, op, s, a, n)
+    hyp = [N >= 1, N <= 6, a.kind == OPK[op], a.m >= 0, a.m <= n, *props.strong(cfg, s).values()]
+    hyp += [domain(cfg, a, iv(j)) for j in range(n)]
+    with named(f"symlists: {part} / {op} / unrolled <= {n}"):
+        status, dt, m = isolated_check(hyp, props.strong(cfg, t)[part], timeout_ms, seed)
+    return Goal(part, op, f"unrolled <= {n}", status, dt, m, (cfg, s, a))
+
+
+def agreement_goals(
+    ops: tuple[str, ...] = LIST_OPS, n: int = UNROLL, timeout_ms: int = 60000
+) -> list[Goal]:
+    """The loop (unrolled to ``n``) and ``model.py``'s call on lists of at most ``n``
+    entries (``Config(M=n)``) agree from every state satisfying S: the same calls are
+    refused, and an accepted call leaves the same ref_cnts, keys, index, pending
+    watchers, ghost counters, event view and count, and the same queue ``q[0..L)``.
+    This ties the loop's guards (the checks as the loop meets them) to the bounded
+    encoding's checks (as the spec states them: counts, duplicates)."""
+    out: list[Goal] = []
+    for op in ops:
+        cfg = _cfg(frozenset())
+        cfgm = replace(cfg, M=n)
+        d = cfg.dom
+        s = fresh_state(cfg, "s", globals_=False)
+        a = fresh_largs("a")
+        am = fresh_args(cfgm, "am")
+        t, ok = unrolled(cfg, op, s, a, n)
+        tm, rm = transition(cfgm, s, am)
+        same = [am.kind == a.kind, am.m == a.m, am.km == a.km, am.ef == a.ef, am.w == a.w]
+        same += [am.e[j] == z3.Select(a.E, j) for j in range(n)]
+        same += [am.ks[j] == z3.Select(a.KS, j) for j in range(n)]
+        hyp = [d.N >= 1, a.kind == OPK[op], a.m >= 0, a.m <= n, a.km >= 0, a.km <= n, *same]
+        hyp += [domain(cfg, a, iv(j)) for j in range(n)]
+        hyp += props.strong(cfg, s).values()
+        i = z3.Int("qi")
+        fields_ = [
+            d.eq(t.ref, tm.ref),
+            d.eq(t.key, tm.key),
+            d.eq(t.reg, tm.reg),
+            d.eq(t.fb, tm.fb),
+            t.L == tm.L,
+            t.nev == tm.nev,
+            *[d.eq(x, y) for x, y in zip(t.idx, tm.idx, strict=True)],
+            *[d.eq(x, y) for x, y in zip(t.pend, tm.pend, strict=True)],
+            *[x == y for x, y in zip(t.view, tm.view, strict=True)],
+            z3.ForAll(
+                [i], z3.Implies(z3.And(i >= 0, i < t.L), z3.Select(t.q, i) == z3.Select(tm.q, i))
+            ),
+        ]
+        goal = z3.And(ok == (rm.err == 0), z3.Implies(ok, z3.And(fields_)))
+        with named(f"symlists: loop == model.py / {op} / lists <= {n}"):
+            status, dt, m = isolated_check(hyp, goal, timeout_ms)
+        out.append(Goal("agreement", op, f"lists <= {n}", status, dt, m, (cfg, s, a)))
+    return out
+
+
+def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
+    """Each distinct hypothesis has a model at N = n: the loop step's with a list of at
+    least 3 entries and j = 2 preferred (seeds 0..3 tried)."""
+    out: list[Goal] = []
+    for op in LIST_OPS:
+        seen: set[tuple[str, bool]] = set()
+        for p, case, hyp, _goal, ctx in obligations(op):
+            key = (case, p in COUNT_PARTS)
+            if key in seen:
+                continue
+            seen.add(key)
+            cfg, a = ctx[0], ctx[2]
+            prefer: list[Any] = [a.m >= 3]
+            if case == "loop step":
+                prefer.append(ctx[3] == 2)
+            st, dt, m = hypothesis_model([*hyp, cfg.dom.N == n], [prefer, []], timeout_ms)
+            out.append(Goal(p, op, case, st, dt, m, ctx))
+    return out
+
+
+_ = (ERR, OPS)

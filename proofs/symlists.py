@@ -468,18 +468,22 @@ def unrolled_goal(
 
 
 def agreement_goals(
-    ops: tuple[str, ...] = LIST_OPS, n: int = UNROLL, timeout_ms: int = 60000
+    ops: tuple[str, ...] = LIST_OPS,
+    n: int = UNROLL,
+    timeout_ms: int = 60000,
+    bugs: frozenset[str] = frozenset(),
 ) -> list[Goal]:
     """The loop (unrolled to ``n``) and ``model.py``'s call on lists of at most ``n``
     entries (``Config(M=n)``) agree from every state satisfying S: the same calls are
     refused, and an accepted call leaves the same ref_cnts, keys, index, pending
     watchers, ghost counters, event view and count, and the same queue ``q[0..L)``.
     This ties the loop's guards (the checks as the loop meets them) to the bounded
-    encoding's checks (as the spec states them: counts, duplicates)."""
+    encoding's checks (as the spec states them: counts, duplicates). ``bugs`` go into
+    the loop only (a test's way to show the check can fail)."""
     out: list[Goal] = []
     for op in ops:
-        cfg = _cfg(frozenset())
-        cfgm = replace(cfg, M=n)
+        cfg = _cfg(bugs)
+        cfgm = replace(cfg, M=n, bugs=frozenset())
         d = cfg.dom
         s = fresh_state(cfg, "s", globals_=False)
         a = fresh_largs("a")
@@ -531,6 +535,210 @@ def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
                 prefer.append(ctx[3] == 2)
             st, dt, m = hypothesis_model([*hyp, cfg.dom.N == n], [prefer, []], timeout_ms)
             out.append(Goal(p, op, case, st, dt, m, ctx))
+    return out
+
+
+# -- rows for the runner ------------------------------------------------------------------
+
+EVERY_LIST = "every N, every list length"
+"""The label of a row proved here (the every-N induction's own rows: "every N, lists <= 2")."""
+
+BOUNDS = f"{EVERY_LIST}; keys=2 watchers=2"
+
+
+def _decode(mdl: z3.ModelRef, cfg: Config, s: State, a: LArgs, op: str) -> tuple[Any, Any, int]:
+    """A model's pre-state and call, in the spec's terms."""
+    from .trace import ConcreteArgs, decode_state, to_op
+
+    def ev(x: Any) -> int:
+        return int(mdl.eval(x, model_completion=True).as_long())
+
+    N = ev(cfg.dom.N)
+    caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+    events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+    ps = decode_state(mdl, s, N, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+    m = ev(a.m)
+    e = tuple(ev(z3.Select(a.E, j)) for j in range(m))
+    ks = tuple(ev(z3.Select(a.KS, j)) for j in range(m))
+    ef = z3.is_true(mdl.eval(a.ef, model_completion=True))
+    c = ConcreteArgs(OPK[op], 0, m, e, ef, ev(a.w), ev(a.km), ks, 1, 0)
+    return ps, to_op(c, N), N
+
+
+def replay(bug: str, part: str, op: str, g: Goal) -> tuple[list[str], str]:
+    """An unrolled counterexample decoded, its call replayed on the buggy spec: "confirmed"
+    if the call breaks one of the invariants ``part`` stands for."""
+    from kvpool.spec import check_pool
+
+    from .mutants import world_class
+
+    assert g.model is not None
+    cfg, s, a = g.ctx
+    ps, call, N = _decode(g.model, cfg, s, a, op)
+    trace = [f"state: N={N} {ps.describe()}", repr(call)]
+    pre = check_pool(ps)
+    if pre:
+        return trace, f"decoded state already violates: {pre[0]}"
+    w = world_class(bug).from_state(bug, ps)
+    w.apply(call)
+    bad = [v for v in check_pool(w.pools[0]) if v.invariant in props.STRONG_PARTS[part]]
+    return trace, (f"confirmed: {bad[0]}" if bad else "NOT confirmed by replay")
+
+
+def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
+    """One row per part: its loop init, step and exit for each list-taking call."""
+    gs = goals(timeout_ms=timeout_ms)
+    out = []
+    for p in PARTS:
+        mine = [g for g in gs if g.name == p]
+        bad = [g for g in mine if g.status != "proved"]
+        status = "proved" if mine and not bad else (
+            "refuted" if any(g.status == "refuted" for g in bad) else "unknown"
+        )
+        invs = (p,) if p in COUNT_PARTS else props.STRONG_PARTS[p]
+        out.append(
+            dict(
+                obligation=f"S and T => {p}, list calls as loops"
+                + (" (ghost sums)" if p in COUNT_PARTS else ""),
+                kind="inductive",
+                technique="z3 induction",
+                invariants=invs,
+                bounds=f"{BOUNDS}; {len(LIST_OPS)} list calls x loop init/step/exit",
+                status=status,
+                seconds=sum(g.seconds for g in mine),
+                replay="; ".join(f"not proved: {g.op} {g.case} ({g.status})" for g in bad),
+            )
+        )
+    return out
+
+
+def agreement_row(timeout_ms: int = 60000, n: int = UNROLL) -> dict[str, Any]:
+    gs = agreement_goals(n=n, timeout_ms=timeout_ms)
+    bad = [g for g in gs if g.status != "proved"]
+    return dict(
+        obligation=f"list loops == model.py's calls (lists <= {n})",
+        kind="differential",
+        technique="z3 induction",
+        invariants=(),
+        bounds=f"every N, lists <= {n}: refusals and post-states agree, from every state with S",
+        status="agree" if not bad else ("disagree" if any(g.status == "refuted" for g in bad) else "unknown"),
+        seconds=sum(g.seconds for g in gs),
+        replay="; ".join(f"{g.op}: {g.status}" for g in bad),
+    )
+
+
+def witness_row(timeout_ms: int = 20000, n: int = 3) -> dict[str, Any]:
+    """Every distinct loop hypothesis has a model at N=n; its state (the pre-state, the
+    loop's state at entry j, or the last one), decoded, passes the spec's invariants,
+    and the counts' ghost sums are its counts."""
+    from kvpool.spec import check_pool
+
+    from .trace import decode_state
+
+    ws = witness_goals(timeout_ms, n)
+    problems: list[str] = []
+    for w in ws:
+        if w.status != "sat" or w.model is None:
+            problems.append(f"{w.name} / {w.op} / {w.case}: hypothesis {w.status}")
+            continue
+        cfg, s = w.ctx[0], w.ctx[1]
+        mdl = w.model
+        caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
+        events = z3.is_true(mdl.eval(cfg.events, model_completion=True))
+        ps = decode_state(mdl, s, n, cfg.K, cfg.W, caching, events, z3.Select, ranked=False)
+        bad = check_pool(ps)
+        if bad:
+            problems.append(f"{w.name} / {w.op} / {w.case}: decoded state breaks {bad[0]}")
+    return dict(
+        obligation=f"H satisfiable (list loops, N={n})",
+        kind="witness",
+        technique="z3 induction",
+        invariants=(),
+        bounds=f"N={n}: one model per distinct loop hypothesis ({len(ws)}), state decoded and "
+        "checked",
+        status="witnessed" if not problems else "NOT-witnessed",
+        seconds=sum(w.seconds for w in ws),
+        replay="; ".join(problems[:3]),
+    )
+
+
+def mutant_rows(
+    timeout_ms: int = 30000, which: tuple[str, ...] | None = None
+) -> list[dict[str, Any]]:
+    """Each mutant must fail its part's loop step (every list length) and give, with the
+    loop unrolled to :data:`UNROLL` entries, a counterexample the buggy spec confirms;
+    the long-list mutant must also leave the loop step proved with lists of <= 2."""
+    out = []
+    for bug, (part, op) in LIST_MUTANTS.items():
+        if which is not None and bug not in which:
+            continue
+        bugs = frozenset([bug])
+        row: dict[str, Any] = dict(
+            obligation=f"S and T => {part}, list loop [{bug}]",
+            kind="mutant",
+            technique="z3 induction",
+            invariants=props.STRONG_PARTS[part],
+            bounds=BOUNDS,
+            status="",
+            seconds=0.0,
+            trace=[],
+            replay="",
+        )
+        step: list[Goal] = []
+        for seed in range(4):  # a quick "unknown" on a quantified query may change with it
+            step = goals((part,), (op,), ("loop step",), bugs, timeout_ms, True, seed=seed)
+            row["seconds"] += sum(g.seconds for g in step)
+            if any(g.status == "refuted" for g in step):
+                break
+        notes = []
+        if not any(g.status == "refuted" for g in step):
+            row["status"] = "NOT-refuted" if all(g.status == "proved" for g in step) else "unknown"
+            out.append(row)
+            continue
+        notes.append("loop step refuted")
+        if bug == LONG_LIST_MUTANT:
+            mdl, j = step[-1].model, step[-1].ctx[3]
+            notes[-1] += f" at entry j={mdl.eval(j, model_completion=True) if mdl else '?'}"
+            short: list[Goal] = []
+            for seed in range(4):
+                short = goals((part,), (op,), ("loop step",), bugs, timeout_ms, max_m=2, seed=seed)
+                row["seconds"] += sum(g.seconds for g in short)
+                if all(g.status == "proved" for g in short):
+                    break
+            if not all(g.status == "proved" for g in short):
+                row["status"] = "NOT-confirmed"
+                row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
+                out.append(row)
+                continue
+            notes.append("with lists <= 2 the step is proved (the bounded lists cannot see it)")
+        hit = None
+        for seed in range(3):
+            g = unrolled_goal(part, op, bugs, timeout_ms, UNROLL, seed)
+            row["seconds"] += g.seconds
+            if g.status == "refuted":
+                hit = g
+                trace, verdict = replay(bug, part, op, g)
+                if verdict.startswith("confirmed"):
+                    break
+        if hit is None:
+            row["status"] = "unknown"
+            row["replay"] = "; ".join([*notes, f"no counterexample with <= {UNROLL} entries"])
+        else:
+            row["trace"] = trace
+            row["status"] = "expected-refuted" if verdict.startswith("confirmed") else "NOT-confirmed"
+            row["replay"] = "; ".join([*notes, verdict])
+        out.append(row)
+    return out
+
+
+def rows(timeout_ms: int = 60000, witnesses: bool = True) -> list[dict[str, Any]]:
+    """Every row of this module: the proofs, the agreement with model.py, the
+    witnesses, the mutants."""
+    out = proof_rows(timeout_ms)
+    out.append(agreement_row(timeout_ms))
+    if witnesses:
+        out.append(witness_row())
+    out += mutant_rows(timeout_ms // 2)
     return out
 
 

@@ -240,6 +240,7 @@ PROOF_COSTS: dict[str, float] = {
     "refinement": 50.0,
     "source": 130.0,
     "spacer": 120.0,
+    "symlists": 60.0,
 }
 
 
@@ -341,6 +342,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     (differential, witnesses, second solver) that fill no column."""
     from kvpool.proofs import runner as proofs
     from kvpool.proofs.eventseq import SEQ_MUTANTS
+    from kvpool.proofs.symlists import EVERY_LIST
 
     checks: dict[str, Check] = {}
     for technique in (
@@ -364,6 +366,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     spacer_ns: dict[str, list[int]] = {}
     spacer_asked: dict[int, dict[str, bool]] = {}  # N -> obligation -> proved
     spacer_bad: list[str] = []
+    every_list: set[str] = set()  # proved for every list length too (proofs/symlists.py)
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     for r in rows:
@@ -462,6 +465,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 at = f"N={ns[0]}..{ns[-1]}" if len(ns) > 1 else f"N={ns[0]}"
                 check.cells[inv] = Cell("proved every k", f"{at}, {proofs.SPACER_LABEL}")
             elif r.kind == "inductive":
+                if r.bounds.startswith(EVERY_LIST):
+                    every_list.add(inv)
                 if inv in EVERY_N_LEMMAS:
                     check.cells[inv] = Cell("proved every N", "every N")
                 elif inv in EVERY_N_OWN_ROW and r.invariants == (inv,):
@@ -475,6 +480,10 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 check.cells[inv] = Cell("proved every N", "every list, transcribed methods")
             elif cell is None:
                 check.cells[inv] = Cell("bounded", r.bounds.split(" keys")[0])
+    for inv, cell in checks["z3 induction"].cells.items():
+        if cell.status == "proved every N":  # the list-taking calls' lists: which length
+            lists = "every list length" if inv in every_list else "lists <= 2"
+            cell.detail = cell.detail.replace("every N", f"every N, {lists}", 1)
     for check in checks.values():
         n_ok = sum(1 for c in check.cells.values() if c.status not in ("failed", "partial"))
         if check.technique == proofs.SOURCE_TECHNIQUE:

@@ -24,6 +24,7 @@ from . import (
     smtlib,
     spacer,
     steprules,
+    symlists,
     witnesses,
 )
 from .model import OPS, Record, named, recording
@@ -62,6 +63,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": False,
         "mut_bmc": (4, 4, 2),
         "all_mutants": False,
+        # lists of symbolic length (symlists.py, its own part): () leaves it out
+        "symlists": (),
     },
     # `make proofs` / `make verify`
     "default": {
@@ -95,6 +98,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": True,
         "mut_bmc": (5, 5, 2),
         "all_mutants": True,
+        # lists of symbolic length: the loop proofs, the loop == model.py agreement, the
+        # witnesses and the mutant only lists of >= 3 show; every other mutant in "deep"
+        "symlists": ("proofs", "agreement", "witnesses", "long-list mutant"),
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -124,6 +130,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "diff_mutants": True,
         "mut_bmc": (6, 6, 2),
         "all_mutants": True,
+        "symlists": ("proofs", "agreement", "witnesses", "long-list mutant", "mutants"),
     },
 }
 
@@ -1265,6 +1272,26 @@ def _source_mutant_row(
     return row
 
 
+# -- lists of symbolic length ------------------------------------------------------------------
+
+
+def run_symlists(what: tuple[str, ...], timeout_ms: int) -> list[ObligationResult]:
+    """The list-taking calls as loops over a list of symbolic length (:mod:`symlists`):
+    ``what`` names the pieces run ("proofs", "agreement", "witnesses", "long-list
+    mutant", "mutants": the every-N induction's mutants of a list call)."""
+    out: list[dict[str, Any]] = []
+    if "proofs" in what:
+        out += symlists.proof_rows(timeout_ms)
+    if "agreement" in what:
+        out.append(symlists.agreement_row(timeout_ms))
+    if "witnesses" in what:
+        out.append(symlists.witness_row())
+    bugs = [b for b in symlists.LIST_MUTANTS if "mutants" in what or b == symlists.LONG_LIST_MUTANT]
+    if "mutants" in what or "long-list mutant" in what:
+        out += symlists.mutant_rows(timeout_ms // 4, tuple(bugs))
+    return [ObligationResult(**r) for r in out]
+
+
 # -- witnesses: no proof rests on a hypothesis nothing satisfies ------------------------------
 
 
@@ -1291,7 +1318,7 @@ def witness_row(
 # -- everything ------------------------------------------------------------------------------
 
 
-PARTS = ("bmc-induction", "refinement", "source", "differential", "fixedn", "spacer")
+PARTS = ("bmc-induction", "refinement", "source", "differential", "fixedn", "spacer", "symlists")
 """The pieces of a profile that can run in separate processes (``make verify`` runs
 them side by side). BMC and the every-N induction share one: the induction's quantified
 queries were measured after BMC in the same process, and they are sensitive to what the
@@ -1389,4 +1416,6 @@ def run(
         )
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], p["spacer_timeout"])
+    if want("symlists") and p["symlists"]:
+        rows += run_symlists(p["symlists"], p["ind_timeout"])
     return rows

@@ -378,7 +378,9 @@ def obligations(
     C0 = counting.invariant(cfg, s, g0)
     init_hyp = [*base, *S0.values()]
     for p in S_PARTS:
-        out.append((p, "loop init", init_hyp, z3.And(S0[p], *loop_facts(cfg, op, lp0)), (cfg, s, a)))
+        out.append(
+            (p, "loop init", init_hyp, z3.And(S0[p], *loop_facts(cfg, op, lp0)), (cfg, s, a))
+        )
     for p in COUNT_PARTS:
         out.append((p, "loop init", [*init_hyp, *C0.values()], C0[p], (cfg, s, a, g0)))
 
@@ -480,7 +482,7 @@ def _ask(
         return _prove(hyp, goal, timeout_ms, seed)
     total, seen = 0.0, set()
     for n in REFUTE_NS:
-        status, dt, m = isolated_check([*hyp, N == n], goal, timeout_ms, seed)
+        status, dt, m = isolated_check([*hyp, n == N], goal, timeout_ms, seed)
         total += dt
         seen.add(status)
         if status == "refuted":
@@ -514,7 +516,12 @@ def goals(
 
 
 def unrolled_goal(
-    part: str, op: str, bugs: frozenset[str], timeout_ms: int = 30000, n: int = UNROLL, seed: int = 0
+    part: str,
+    op: str,
+    bugs: frozenset[str],
+    timeout_ms: int = 30000,
+    n: int = UNROLL,
+    seed: int = 0,
 ) -> Goal:
     """``S(s)`` and the call on at most ``n`` entries (the loop unrolled) ==> ``part`` of
     the post-state: a refutation is a concrete pre-state and call, for the replay."""
@@ -596,7 +603,7 @@ def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
             prefer: list[Any] = [a.m >= 3]
             if case == "loop step":
                 prefer.append(ctx[3] == 2)
-            st, dt, m = hypothesis_model([*hyp, cfg.dom.N == n], [prefer, []], timeout_ms)
+            st, dt, m = hypothesis_model([*hyp, n == cfg.dom.N], [prefer, []], timeout_ms)
             out.append(Goal(p, op, case, st, dt, m, ctx))
     return out
 
@@ -655,8 +662,10 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
     for p in PARTS:
         mine = [g for g in gs if g.name == p]
         bad = [g for g in mine if g.status != "proved"]
-        status = "proved" if mine and not bad else (
-            "refuted" if any(g.status == "refuted" for g in bad) else "unknown"
+        status = (
+            "proved"
+            if mine and not bad
+            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
         )
         invs = (p,) if p in COUNT_PARTS else props.STRONG_PARTS[p]
         out.append(
@@ -684,7 +693,9 @@ def agreement_row(timeout_ms: int = 60000, n: int = UNROLL) -> dict[str, Any]:
         technique="z3 induction",
         invariants=(),
         bounds=f"every N, lists <= {n}: refusals and post-states agree, from every state with S",
-        status="agree" if not bad else ("disagree" if any(g.status == "refuted" for g in bad) else "unknown"),
+        status="agree"
+        if not bad
+        else ("disagree" if any(g.status == "refuted" for g in bad) else "unknown"),
         seconds=sum(g.seconds for g in gs),
         replay="; ".join(f"{g.op}: {g.status}" for g in bad),
     )
@@ -716,10 +727,14 @@ def witness_row(timeout_ms: int = 20000, n: int = 3) -> dict[str, Any]:
             g = w.ctx[-1]
             in_use = sum(1 for b in range(1, n) if ps.ref[b] > 0)
             pend = sum(len(v) for v in ps.pending.values())
-            sums = [int(mdl.eval(z3.Select(x, n), model_completion=True).as_long()) for x in (g.C, g.P)]
+            sums = [
+                int(mdl.eval(z3.Select(x, n), model_completion=True).as_long()) for x in (g.C, g.P)
+            ]
             if sums != [in_use, pend]:
-                problems.append(f"{w.name} / {w.op} / {w.case}: ghost sums {sums} are not the "
-                                f"decoded counts {[in_use, pend]}")
+                problems.append(
+                    f"{w.name} / {w.op} / {w.case}: ghost sums {sums} are not the "
+                    f"decoded counts {[in_use, pend]}"
+                )
     return dict(
         obligation=f"H satisfiable (list loops, N={n})",
         kind="witness",
@@ -796,7 +811,9 @@ def mutant_rows(
             row["replay"] = "; ".join([*notes, f"no counterexample with <= {UNROLL} entries"])
         else:
             row["trace"] = trace
-            row["status"] = "expected-refuted" if verdict.startswith("confirmed") else "NOT-confirmed"
+            row["status"] = (
+                "expected-refuted" if verdict.startswith("confirmed") else "NOT-confirmed"
+            )
             row["replay"] = "; ".join([*notes, verdict])
         out.append(row)
     return out

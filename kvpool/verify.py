@@ -342,7 +342,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     (differential, witnesses, second solver) that fill no column."""
     from kvpool.proofs import runner as proofs
     from kvpool.proofs.eventseq import SEQ_MUTANTS
-    from kvpool.proofs.symlists import EVERY_LIST
+    from kvpool.proofs.symlists import EVERY_LIST, NO_LIST_RULES
 
     checks: dict[str, Check] = {}
     for technique in (
@@ -482,7 +482,13 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 check.cells[inv] = Cell("bounded", r.bounds.split(" keys")[0])
     for inv, cell in checks["z3 induction"].cells.items():
         if cell.status == "proved every N":  # the list-taking calls' lists: which length
-            lists = "every list length" if inv in every_list else "lists <= 2"
+            lists = (
+                "every list length"
+                if inv in every_list
+                else "no list"
+                if inv in NO_LIST_RULES
+                else "lists <= 2"
+            )
             cell.detail = cell.detail.replace("every N", f"every N, {lists}", 1)
     for check in checks.values():
         n_ok = sum(1 for c in check.cells.values() if c.status not in ("failed", "partial"))

@@ -1289,6 +1289,8 @@ def run_symlists(what: tuple[str, ...], timeout_ms: int) -> list[ObligationResul
     bugs = [b for b in symlists.LIST_MUTANTS if "mutants" in what or b == symlists.LONG_LIST_MUTANT]
     if "mutants" in what or "long-list mutant" in what:
         out += symlists.mutant_rows(timeout_ms // 4, tuple(bugs))
+    if "mutants" in what:
+        out += symlists.rule_mutant_rows(timeout_ms // 4)
     return [ObligationResult(**r) for r in out]
 
 

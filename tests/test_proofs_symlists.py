@@ -124,9 +124,39 @@ def test_the_dashboard_says_every_list_length_only_where_a_loop_row_proved_it() 
             0.0,
         ),
     ]
+    rows.append(
+        R(
+            "S and T => ORD-HANDOUT",
+            "inductive",
+            "z3 induction",
+            ("ORD-HANDOUT",),
+            "every N",
+            "proved",
+            0.0,
+        )
+    )
     cells = {c.name: c for c in verify.proof_checks(rows)}["z3 induction"].cells
     assert cells["INV-REF"].detail == "every N, every list length"
     assert cells["INV-FREE"].detail == "every N, lists <= 2"
+    assert cells["ORD-HANDOUT"].detail == "every N, no list, one step"
     rows[2] = replace(rows[2], status="unknown")
     cells = {c.name: c for c in verify.proof_checks(rows)}["z3 induction"].cells
     assert cells["INV-REF"].status == "failed"
+
+
+def test_the_ordering_rules_are_proved_for_every_list_length() -> None:
+    gs = symlists.rule_goals()
+    assert [(g.name, g.case, g.status) for g in gs] == [
+        (rule, case, "proved")
+        for rule in ("ORD-UNPIN", "ORD-RELEASE")
+        for case in ("loop init", "loop step", "loop exit")
+    ]
+
+
+def test_a_rule_mutant_is_refuted_unrolled_and_confirmed_on_the_buggy_spec() -> None:
+    rows = symlists.rule_mutant_rows(10000, ("unpin-reversed",))
+    assert [r["status"] for r in rows] == ["expected-refuted"], rows
+    assert "confirmed: the free queue is" in rows[0]["replay"]
+    # and the same unrolled rule holds without the bug (at the N a refutation is looked at)
+    g = symlists.unrolled_rule_goal("ORD-UNPIN", frozenset(), 10000)
+    assert g.status == "proved"

@@ -246,15 +246,13 @@ PROOF_COSTS: dict[str, float] = {
 
 def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
     """Every part of the proofs' profile; Spacer's only when the profile names an N for
-    it (``PROFILES[...]["spacer"]`` in ``kvpool/proofs/runner.py``: the one switch)."""
+    it (``PROFILES[...]["spacer"]`` in ``kvpool/proofs/runner.py``: the one switch), the
+    symbolic lists' only when it names something to run."""
     from kvpool.proofs import runner as proofs
 
-    spacer_on = bool(proofs.PROFILES["fast" if profile == "fast" else "default"]["spacer"])
-    return [
-        (part, PROOF_COSTS.get(part, 60.0))
-        for part in proofs.PARTS
-        if part != "spacer" or spacer_on
-    ]
+    level = proofs.PROFILES["fast" if profile == "fast" else "default"]
+    off = {p for p in ("spacer", "symlists") if not level[p]}  # switched off: not spawned
+    return [(part, PROOF_COSTS.get(part, 60.0)) for part in proofs.PARTS if part not in off]
 
 
 def _proof_work(profile: Profile, part: str) -> Any:

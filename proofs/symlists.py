@@ -27,8 +27,11 @@ with the loop's own facts, and for the counts :func:`counting.invariant` with gh
 
 The other call kinds take no list: their steps are :mod:`~kvpool.proofs.induction`'s
 and :mod:`~kvpool.proofs.counting`'s own (for every N; ``get_new_blocks(n)`` with n
-symbolic). Keys and watcher ids stay K=2 and W=2 here (the state's per-key and
-per-watcher arrays): symbolic sorts for them are not done.
+symbolic). ORD-UNPIN and ORD-RELEASE are proved the same way (:func:`rule_goals`), "the
+entries reaching ref_cnt 0" counted by ghost arrays defined by their recurrences over
+the list. WATCH-FIRE and ERR-ATOMIC are not stated here (their every-N proofs keep
+lists of <= 2 entries). Keys and watcher ids stay K=2 and W=2 here (the state's per-key
+and per-watcher arrays): symbolic sorts for them are not done.
 
 Mutants are refuted twice: the loop step's query fails (z3 gives an entry and a loop
 state), and the loop unrolled to at most :data:`UNROLL` entries from a state satisfying
@@ -47,9 +50,7 @@ import z3  # type: ignore[import-untyped]
 
 from . import counting, props
 from .model import (
-    ERR,
     OPK,
-    OPS,
     Config,
     State,
     Unbounded,
@@ -61,6 +62,7 @@ from .model import (
     hypothesis_model,
     isolated_check,
     iv,
+    merge,
     named,
     q_append,
     q_remove,
@@ -322,8 +324,6 @@ def unrolled(cfg: Config, op: str, s: State, a: LArgs, n: int) -> tuple[State, A
         )
     accepted = z3.And(ok)
     t = finish(cfg, op, lp, a)
-    from .model import merge
-
     return merge(cfg.dom, accepted, t, s), accepted
 
 
@@ -1194,6 +1194,3 @@ def rows(timeout_ms: int = 60000, witnesses: bool = True) -> list[dict[str, Any]
         out.append(witness_row())
     out += mutant_rows(timeout_ms // 2) + rule_mutant_rows(timeout_ms // 2)
     return out
-
-
-_ = (ERR, OPS)

@@ -351,6 +351,26 @@ class _LongListBugs(BuggyWorld):
     """The executable spec with the bug of ``LONG_LIST_MUTANTS``: only a block list of at
     least 3 entries shows it."""
 
+    def _op_unpin_blocks(self, op: UnpinBlocks) -> Outcome:
+        if self.bug != "unpin-replaces-watcher":
+            return super()._op_unpin_blocks(op)
+        ps = self.pool(op.pool)
+        ids = self._own_blocks(op.pool, op.blocks, null="refuse")
+        World._check_multiplicity(ps, ids, op.pool)
+        w = op.watcher
+        released: list[int] = []
+        for b in ids:
+            ps.ref[b] -= 1
+            ws = ps.pending.setdefault(b, [])
+            if w not in ws:
+                ps.pending[b] = [w]  # type: ignore[list-item]  # bug: the others are dropped
+                ps.registered += 1
+            if ps.ref[b] == 0:
+                released.append(b)
+        for b in released:
+            ps.free[b] = None
+        return Outcome()
+
     def _op_free_blocks(self, op: FreeBlocks) -> Outcome:
         if self.bug != "free-third-unqueued":
             return super()._op_free_blocks(op)
@@ -379,9 +399,16 @@ LONG_LIST_MUTANTS: tuple[Mutant, ...] = (
         (),
         ("PERM",),
     ),
+    Mutant(
+        "unpin-replaces-watcher",
+        "unpin_blocks' new watcher replaces the ones pending on the block (never fired)",
+        (),
+        ("WATCH-FIRE",),
+    ),
 )
-"""Bugs no list of at most 2 entries shows: refuted by the loops of proofs/symlists.py
-only (not in ``MUTANTS``: BMC and the every-N induction take lists of <= 2 entries)."""
+"""Bugs of proofs/symlists.py's loops, not in ``MUTANTS`` (BMC and the every-N induction
+do not run them): free-third-unqueued shows only with a list of >= 3 entries;
+unpin-replaces-watcher is WATCH-FIRE's mutant for the list-taking calls."""
 
 
 def world_class(bug: str) -> type[BuggyWorld]:

@@ -1291,6 +1291,7 @@ def run_symlists(what: tuple[str, ...], timeout_ms: int) -> list[ObligationResul
         out += symlists.mutant_rows(timeout_ms // 4, tuple(bugs))
     if "mutants" in what:
         out += symlists.rule_mutant_rows(timeout_ms // 4)
+        out.append(symlists.watch_mutant_row(timeout_ms // 4))
     return [ObligationResult(**r) for r in out]
 
 

@@ -29,9 +29,11 @@ The other call kinds take no list: their steps are :mod:`~kvpool.proofs.inductio
 and :mod:`~kvpool.proofs.counting`'s own (for every N; ``get_new_blocks(n)`` with n
 symbolic). ORD-UNPIN and ORD-RELEASE are proved the same way (:func:`rule_goals`), "the
 entries reaching ref_cnt 0" counted by ghost arrays defined by their recurrences over
-the list. WATCH-FIRE and ERR-ATOMIC are not stated here (their every-N proofs keep
-lists of <= 2 entries). Keys and watcher ids stay K=2 and W=2 here (the state's per-key
-and per-watcher arrays): symbolic sorts for them are not done.
+the list, and WATCH-FIRE (:func:`watch_goals`: these calls fire nothing, so no watcher
+may stop pending). ERR-ATOMIC is not stated here (a refused call is the pre-state by
+construction of :func:`unrolled`; its every-N proof keeps lists of <= 2 entries). Keys
+and watcher ids stay K=2 and W=2 here (the state's per-key and per-watcher arrays):
+symbolic sorts for them are not done.
 
 Mutants are refuted twice: the loop step's query fails (z3 gives an entry and a loop
 state), and the loop unrolled to at most :data:`UNROLL` entries from a state satisfying
@@ -247,6 +249,11 @@ def body(cfg: Config, op: str, lp: Loop, a: LArgs, j: Any) -> Loop:
             d.ite(z3.And(new, a.w == w), d.store(t.pend[w], x, z3.BoolVal(True), B), t.pend[w])
             for w in range(cfg.W)
         ]
+        if "unpin-replaces-watcher" in bugs:  # the new watcher replaces the ones pending
+            pend = [
+                d.ite(z3.And(new, a.w != w), d.store(p, x, z3.BoolVal(False), B), p)
+                for w, p in enumerate(pend)
+            ]
         wst = [
             d.ite(
                 z3.And(new, a.w == w, z3.Not(d.sel(t.pend[w], x))),
@@ -616,6 +623,12 @@ def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
             prefer = [*pins, *([ctx[3] == 2] if case == "loop step" else [])]
             st, dt, m = hypothesis_model([*hyp, n == cfg.dom.N], [prefer, pins], timeout_ms)
             out.append(Goal(r, op, case, st, dt, m, ctx))
+    for op in LIST_OPS:
+        for r, case, hyp, _goal, ctx in watch_obligations(op, full=True):
+            cfg, a = ctx[0], ctx[2]
+            prefer = [a.m >= 3, *([ctx[3] == 2] if case == "loop step" else [])]
+            st, dt, m = hypothesis_model([*hyp, n == cfg.dom.N], [prefer, []], timeout_ms)
+            out.append(Goal(r, op, case, st, dt, m, ctx))
     return out
 
 
@@ -908,6 +921,160 @@ def replay_rule(bug: str, op: str, g: Goal) -> tuple[list[str], str]:
     return trace, "NOT confirmed by replay"
 
 
+# -- WATCH-FIRE for the list-taking calls, every list length --------------------------------
+
+WATCH_MUTANT = "unpin-replaces-watcher"
+"""unpin_blocks' new watcher replaces the ones pending on the block (they never fire)."""
+
+
+def _kept(cfg: Config, s: State, u: State, lo: int) -> Any:
+    """Every watcher pending on a block (from ``lo``) before the call still is."""
+    d = cfg.dom
+    return z3.And(
+        [
+            d.forall(lo, d.N, lambda b, w=w: z3.Implies(d.sel(s.pend[w], b), d.sel(u.pend[w], b)))  # type: ignore[misc]
+            for w in range(cfg.W)
+        ]
+    )
+
+
+def watch_obligations(
+    op: str, bugs: frozenset[str] = frozenset(), full: bool = False
+) -> list[tuple[str, str, list[Any], Any, Any]]:
+    """WATCH-FIRE for a list-taking call: the call fires no watcher (none of these calls
+    hands out a block or resets the cache: their encoding has no firing), so the rule
+    says that no watcher stops pending. Loop invariant: every watcher pending before the
+    call still is; exit: the rule on the blocks 1..N-1."""
+    cfg = _cfg(bugs)
+    d = cfg.dom
+    a = fresh_largs("a")
+    s = fresh_state(cfg, "s", globals_=False)
+    base = [d.N >= 1, a.kind == OPK[op], closed_checks(cfg, op, a), a.m >= 0, a.km >= 0]
+    base += [a.w >= 0, a.w < cfg.W]
+    S = props.strong(cfg, s)
+    pre = list(S.values()) if full else []
+    out: list[tuple[str, str, list[Any], Any, Any]] = []
+    out.append(("WATCH-FIRE", "loop init", [*base, *pre], _kept(cfg, s, s, 0), (cfg, s, a)))
+    sj = fresh_state(cfg, "sj", globals_=False)
+    lp = Loop(sj, z3.Int("f"), z3.Int("L0"))
+    j = z3.Int("j")
+    Sj = props.strong(cfg, sj)
+    hyp = [*base, *pre, j >= 0, j < a.m, domain(cfg, a, j), *loop_facts(cfg, op, lp)]
+    hyp += [guard(cfg, op, lp, z3.Select(a.E, j)), *(Sj.values() if full else [])]
+    hyp.append(_kept(cfg, s, sj, 0))
+    nxt = body(cfg, op, lp, a, j)
+    out.append(("WATCH-FIRE", "loop step", hyp, _kept(cfg, s, nxt.s, 0), (cfg, sj, a, j)))
+    sm = fresh_state(cfg, "sm", globals_=False)
+    post = finish(cfg, op, Loop(sm, z3.Int("fm"), z3.Int("L0m")), a)
+    out.append(
+        (
+            "WATCH-FIRE",
+            "loop exit",
+            [*base, *pre, _kept(cfg, s, sm, 0)],
+            _kept(cfg, s, post, 1),
+            (cfg, s, a),
+        )
+    )
+    if "hyp-false" in bugs:
+        out = [(r, c, [*h, z3.BoolVal(False)], gl, x) for r, c, h, gl, x in out]
+    return out
+
+
+def watch_goals(
+    ops: tuple[str, ...] = LIST_OPS,
+    cases: tuple[str, ...] | None = None,
+    bugs: frozenset[str] = frozenset(),
+    timeout_ms: int = 60000,
+    refute: bool = False,
+    seed: int = 0,
+) -> list[Goal]:
+    """WATCH-FIRE's loop obligations for each list-taking call (``refute``: as :func:`goals`)."""
+    out: list[Goal] = []
+    for op in ops:
+        for r, case, hyp, goal, ctx in watch_obligations(op, bugs):
+            if cases is not None and case not in cases:
+                continue
+            with named(f"symlists: {r} / {op} / {case}"):
+                status, dt, m = _ask(hyp, goal, ctx[0].dom.N, timeout_ms, refute, seed)
+            out.append(Goal(r, op, case, status, dt, m, ctx))
+            if refute and status == "refuted":
+                return out
+    return out
+
+
+def unrolled_watch_goal(bugs: frozenset[str], timeout_ms: int = 30000, seed: int = 0) -> Goal:
+    """WATCH-FIRE of an accepted unpin_blocks on at most :data:`UNROLL` entries, the loop
+    unrolled, from a state satisfying S (a refutation decodes and replays)."""
+    op = "UnpinBlocks"
+    cfg = _cfg(bugs)
+    s = fresh_state(cfg, "s", globals_=False)
+    a = fresh_largs("a")
+    t, ok = unrolled(cfg, op, s, a, UNROLL)
+    hyp = [a.kind == OPK[op], a.m >= 0, a.m <= UNROLL, ok, *props.strong(cfg, s).values()]
+    hyp += [domain(cfg, a, iv(j)) for j in range(UNROLL)]
+    with named(f"symlists: WATCH-FIRE / unrolled <= {UNROLL}"):
+        status, dt, m = _ask(hyp, _kept(cfg, s, t, 1), cfg.dom.N, timeout_ms, True, seed)
+    return Goal("WATCH-FIRE", op, f"unrolled <= {UNROLL}", status, dt, m, (cfg, s, a))
+
+
+def watch_mutant_row(timeout_ms: int = 30000) -> dict[str, Any]:
+    """The WATCH-FIRE mutant: its loop step refuted, and its unrolled counterexample's
+    call, on the buggy spec, leaves a watcher no longer pending that did not fire."""
+    from kvpool.spec import check_pool
+
+    from .mutants import world_class
+
+    bugs = frozenset([WATCH_MUTANT])
+    row: dict[str, Any] = dict(
+        obligation=f"S and T => WATCH-FIRE, list loop [{WATCH_MUTANT}]",
+        kind="mutant",
+        technique="z3 induction",
+        invariants=("WATCH-FIRE",),
+        bounds=BOUNDS,
+        status="unknown",
+        seconds=0.0,
+        trace=[],
+        replay="",
+    )
+    step: list[Goal] = []
+    for seed in range(3):
+        step = watch_goals(("UnpinBlocks",), ("loop step",), bugs, timeout_ms, True, seed)
+        row["seconds"] += sum(g.seconds for g in step)
+        if any(g.status == "refuted" for g in step):
+            break
+    if not any(g.status == "refuted" for g in step):
+        row["status"] = "NOT-refuted" if all(g.status == "proved" for g in step) else "unknown"
+        return row
+    for seed in range(3):
+        g = unrolled_watch_goal(bugs, timeout_ms, seed)
+        row["seconds"] += g.seconds
+        if g.status != "refuted" or g.model is None:
+            continue
+        cfg, s, a = g.ctx
+        ps, call, N = _decode(g.model, cfg, s, a, "UnpinBlocks")
+        row["trace"] = [f"state: N={N} {ps.describe()}", repr(call)]
+        if check_pool(ps):
+            row["status"], row["replay"] = "NOT-confirmed", "decoded state breaks the invariants"
+            continue
+        w = world_class(WATCH_MUTANT).from_state(WATCH_MUTANT, ps)
+        out = w.apply(call)
+        gone = [
+            (b, x)
+            for b, ws in ps.pending.items()
+            for x in ws
+            if x not in w.pools[0].pending.get(b, [])
+        ]
+        if gone and not out.fired:
+            row["status"] = "expected-refuted"
+            row["replay"] = (
+                f"loop step refuted; unrolled: confirmed: watcher {gone[0][1]} on block "
+                f"{gone[0][0]} is no longer pending and did not fire"
+            )
+            break
+        row["status"], row["replay"] = "NOT-confirmed", "NOT confirmed by replay"
+    return row
+
+
 # -- rows for the runner ------------------------------------------------------------------
 
 EVERY_LIST = "every N, every list length"
@@ -1001,6 +1168,21 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
                 replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
             )
         )
+    ws = watch_goals(timeout_ms=timeout_ms)
+    out.append(
+        dict(
+            obligation="S and T => WATCH-FIRE, list calls as loops",
+            kind="inductive",
+            technique="z3 induction",
+            invariants=("WATCH-FIRE",),
+            bounds=f"{BOUNDS}; {len(LIST_OPS)} list calls x loop init/step/exit",
+            status=_status(ws),
+            seconds=sum(g.seconds for g in ws),
+            replay="; ".join(
+                f"not proved: {g.op} {g.case} ({g.status})" for g in ws if g.status != "proved"
+            ),
+        )
+    )
     return out
 
 
@@ -1193,4 +1375,5 @@ def rows(timeout_ms: int = 60000, witnesses: bool = True) -> list[dict[str, Any]
     if witnesses:
         out.append(witness_row())
     out += mutant_rows(timeout_ms // 2) + rule_mutant_rows(timeout_ms // 2)
+    out.append(watch_mutant_row(timeout_ms // 2))
     return out

@@ -160,3 +160,12 @@ def test_a_rule_mutant_is_refuted_unrolled_and_confirmed_on_the_buggy_spec() -> 
     # and the same unrolled rule holds without the bug (at the N a refutation is looked at)
     g = symlists.unrolled_rule_goal("ORD-UNPIN", frozenset(), 10000)
     assert g.status == "proved"
+
+
+def test_watch_fire_for_every_list_length_and_its_mutant() -> None:
+    gs = symlists.watch_goals()
+    assert len(gs) == 3 * len(symlists.LIST_OPS)
+    assert [(g.op, g.case) for g in gs if g.status != "proved"] == []
+    row = symlists.watch_mutant_row(10000)
+    assert row["status"] == "expected-refuted", row
+    assert "did not fire" in row["replay"]

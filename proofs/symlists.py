@@ -118,6 +118,14 @@ entry when it reaches ref_cnt 0)."""
 
 LONG_LIST_MUTANT = "free-third-unqueued"
 
+COUNT_MUTANTS: dict[str, tuple[str, str]] = {
+    "touch-no-remove": ("INV-CONSERVE", "Touch"),
+    "unpin-append-always": ("INV-CONSERVE", "UnpinBlocks"),
+}
+"""The counting proof's mutants of a list-taking call (its third, watcher-kept, is
+get_new_blocks'): each must fail the count's loop step too. Their unrolled
+counterexample is PERM's (no ghost sums there), replayed against INV-CONSERVE."""
+
 
 @dataclass
 class LArgs:
@@ -1122,7 +1130,8 @@ def replay(bug: str, part: str, op: str, g: Goal) -> tuple[list[str], str]:
         return trace, f"decoded state already violates: {pre[0]}"
     w = world_class(bug).from_state(bug, ps)
     w.apply(call)
-    bad = [v for v in check_pool(w.pools[0]) if v.invariant in props.STRONG_PARTS[part]]
+    invs = (part,) if part in COUNT_PARTS else props.STRONG_PARTS[part]
+    bad = [v for v in check_pool(w.pools[0]) if v.invariant in invs]
     return trace, (f"confirmed: {bad[0]}" if bad else "NOT confirmed by replay")
 
 
@@ -1263,15 +1272,19 @@ def mutant_rows(
     loop unrolled to :data:`UNROLL` entries, a counterexample the buggy spec confirms;
     the long-list mutant must also leave the loop step proved with lists of <= 2."""
     out = []
-    for bug, (part, op) in LIST_MUTANTS.items():
+    plan = [(b, p, o) for b, (p, o) in LIST_MUTANTS.items()]
+    plan += [(b, p, o) for b, (p, o) in COUNT_MUTANTS.items()]
+    for bug, part, op in plan:
         if which is not None and bug not in which:
             continue
         bugs = frozenset([bug])
         row: dict[str, Any] = dict(
-            obligation=f"S and T => {part}, list loop [{bug}]",
+            obligation=f"S and T => {part}, list loop"
+            + (" (ghost sums)" if part in COUNT_PARTS else "")
+            + f" [{bug}]",
             kind="mutant",
             technique="z3 induction",
-            invariants=props.STRONG_PARTS[part],
+            invariants=(part,) if part in COUNT_PARTS else props.STRONG_PARTS[part],
             bounds=BOUNDS,
             status="",
             seconds=0.0,
@@ -1307,7 +1320,8 @@ def mutant_rows(
             notes.append("with lists <= 2 the step is proved (the bounded lists cannot see it)")
         hit = None
         for seed in range(3):
-            g = unrolled_goal(part, op, bugs, timeout_ms, UNROLL, seed)
+            target = "PERM" if part in COUNT_PARTS else part
+            g = unrolled_goal(target, op, bugs, timeout_ms, UNROLL, seed)
             row["seconds"] += g.seconds
             if g.status == "refuted":
                 hit = g

@@ -462,9 +462,11 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 ns = sorted(spacer_ns[inv])
                 at = f"N={ns[0]}..{ns[-1]}" if len(ns) > 1 else f"N={ns[0]}"
                 check.cells[inv] = Cell("proved every k", f"{at}, {proofs.SPACER_LABEL}")
+            elif r.kind == "inductive" and r.bounds.startswith(EVERY_LIST):
+                # the list-taking calls for every list length: it refines the cell the
+                # every-N induction's own rows give (the other calls), and makes none
+                every_list.add(inv)
             elif r.kind == "inductive":
-                if r.bounds.startswith(EVERY_LIST):
-                    every_list.add(inv)
                 if inv in EVERY_N_LEMMAS:
                     check.cells[inv] = Cell("proved every N", "every N")
                 elif inv in EVERY_N_OWN_ROW and r.invariants == (inv,):

@@ -99,7 +99,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "mut_bmc": (5, 5, 2),
         "all_mutants": True,
         # lists of symbolic length: the loop proofs, the loop == model.py agreement, the
-        # witnesses, the mutants (about 12 CPU s in all, measured)
+        # witnesses, the mutants (about 14 CPU s in all, measured)
         "symlists": ("proofs", "agreement", "witnesses", "mutants"),
     },
     "deep": {

@@ -243,21 +243,20 @@ PROOF_COSTS: dict[str, float] = {
     "spacer": 120.0,
     "twopool": 20.0,
     "multikey": 30.0,
+    "symlists": 60.0,
 }
 
 
 def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
     """Every part of the proofs' profile; Spacer's only when the profile names an N for
-    it (``PROFILES[...]["spacer"]`` in ``kvpool/proofs/runner.py``: the one switch)."""
+    it (``PROFILES[...]["spacer"]`` in ``kvpool/proofs/runner.py``: the one switch), the
+    symbolic lists' only when it names something to run."""
     from kvpool.proofs import runner as proofs
 
     level = proofs.PROFILES["fast" if profile == "fast" else "default"]
-    spacer_on = bool(level["spacer"])
-    return [
-        (part, PROOF_COSTS.get(part, 60.0))
-        for part in proofs.PARTS
-        if (part != "spacer" or spacer_on) and (part != "multikey" or level["multikey"])
-    ]
+    # switched off: not spawned
+    off = {p for p in ("spacer", "symlists", "multikey") if not level[p]}
+    return [(part, PROOF_COSTS.get(part, 60.0)) for part in proofs.PARTS if part not in off]
 
 
 def _proof_work(profile: Profile, part: str) -> Any:
@@ -349,6 +348,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     (differential, witnesses, second solver) that fill no column."""
     from kvpool.proofs import runner as proofs
     from kvpool.proofs.eventseq import SEQ_MUTANTS
+    from kvpool.proofs.symlists import EVERY_LIST, NO_LIST_RULES
 
     checks: dict[str, Check] = {}
     for technique in (
@@ -374,6 +374,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     spacer_ns: dict[str, list[int]] = {}
     spacer_asked: dict[int, dict[str, bool]] = {}  # N -> obligation -> proved
     spacer_bad: list[str] = []
+    every_list: set[str] = set()  # proved for every list length too (proofs/symlists.py)
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     unshown: dict[str, list[str]] = {}  # technique -> failed rows with no matrix cell
@@ -508,6 +509,10 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 ns = sorted(spacer_ns[inv])
                 at = f"N={ns[0]}..{ns[-1]}" if len(ns) > 1 else f"N={ns[0]}"
                 check.cells[inv] = Cell("proved every k", f"{at}, {proofs.SPACER_LABEL}")
+            elif r.kind == "inductive" and r.bounds.startswith(EVERY_LIST):
+                # the list-taking calls for every list length: it refines the cell the
+                # every-N induction's own rows give (the other calls), and makes none
+                every_list.add(inv)
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
                     if "multi-key" in r.bounds:  # proofs/multikey.py's every-N rows
@@ -526,6 +531,16 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 check.cells[inv] = Cell("proved every N", "every list, transcribed methods")
             elif cell is None:
                 check.cells[inv] = Cell("bounded", r.bounds.split(" keys")[0])
+    for inv, cell in checks["z3 induction"].cells.items():
+        if cell.status == "proved every N":  # the list-taking calls' lists: which length
+            lists = (
+                "every list length"
+                if inv in every_list
+                else "no list"
+                if inv in NO_LIST_RULES
+                else "lists <= 2"
+            )
+            cell.detail = cell.detail.replace("every N", f"every N, {lists}", 1)
     for check in checks.values():
         n_ok = sum(1 for c in check.cells.values() if c.status not in ("failed", "partial"))
         if check.technique == proofs.SOURCE_TECHNIQUE:

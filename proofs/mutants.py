@@ -344,6 +344,75 @@ MUTANTS = (*MUTANTS, *STEP_RULE_MUTANTS)
 MUTANT_BY_NAME.update({m.name: m for m in STEP_RULE_MUTANTS})
 
 
+# -- appended for lists of symbolic length (proofs/symlists.py) ------------------------------
+
+
+class _LongListBugs(BuggyWorld):
+    """The executable spec with the bug of ``LONG_LIST_MUTANTS``: only a block list of at
+    least 3 entries shows it."""
+
+    def _op_unpin_blocks(self, op: UnpinBlocks) -> Outcome:
+        if self.bug != "unpin-replaces-watcher":
+            return super()._op_unpin_blocks(op)
+        ps = self.pool(op.pool)
+        ids = self._own_blocks(op.pool, op.blocks, null="refuse")
+        World._check_multiplicity(ps, ids, op.pool)
+        w = op.watcher
+        released: list[int] = []
+        for b in ids:
+            ps.ref[b] -= 1
+            ws = ps.pending.setdefault(b, [])
+            if w not in ws:
+                ps.pending[b] = [w]  # type: ignore[list-item]  # bug: the others are dropped
+                ps.registered += 1
+            if ps.ref[b] == 0:
+                released.append(b)
+        for b in released:
+            ps.free[b] = None
+        return Outcome()
+
+    def _op_free_blocks(self, op: FreeBlocks) -> Outcome:
+        if self.bug != "free-third-unqueued":
+            return super()._op_free_blocks(op)
+        ps = self.pool(op.pool)
+        listed = [(i, self._entry(e).block) for i, e in enumerate(op.blocks)]
+        listed = [(i, b) for i, b in listed if b != NULL_BLOCK]
+        World._check_multiplicity(ps, [b for _, b in listed], op.pool)
+        front: list[int] = []
+        back: list[int] = []
+        for i, b in listed:
+            ps.ref[b] -= 1
+            if ps.ref[b] == 0 and i != 2:  # bug: the third entry is never queued
+                (front if ps.key[b] is None or not ps.caching or op.evict_first else back).append(b)
+        for b in reversed(front):
+            ps.free[b] = None
+            ps.free.move_to_end(b, last=False)
+        for b in back:
+            ps.free[b] = None
+        return Outcome()
+
+
+LONG_LIST_MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "free-third-unqueued",
+        "free_blocks does not queue its third entry when it reaches ref_cnt 0",
+        (),
+        ("PERM",),
+    ),
+    Mutant(
+        "unpin-replaces-watcher",
+        "unpin_blocks' new watcher replaces the ones pending on the block (never fired)",
+        (),
+        ("WATCH-FIRE",),
+    ),
+)
+"""Bugs of proofs/symlists.py's loops, not in ``MUTANTS`` (BMC and the every-N induction
+do not run them): free-third-unqueued shows only with a list of >= 3 entries;
+unpin-replaces-watcher is WATCH-FIRE's mutant for the list-taking calls."""
+
+
 def world_class(bug: str) -> type[BuggyWorld]:
     """The buggy spec class that re-creates ``bug``."""
+    if bug in {m.name for m in LONG_LIST_MUTANTS}:
+        return _LongListBugs
     return _StepRuleBugs if bug in {m.name for m in STEP_RULE_MUTANTS} else BuggyWorld

@@ -26,6 +26,7 @@ from . import (
     smtlib,
     spacer,
     steprules,
+    symlists,
     twopool,
     witnesses,
 )
@@ -78,6 +79,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "twopool_every_n": False,
         # blocks with several keys (multikey.py): tests/test_proofs_multikey.py runs its own
         "multikey": None,
+        # lists of symbolic length (symlists.py, its own part): () leaves it out
+        "symlists": (),
     },
     # `make proofs` / `make verify`
     "default": {
@@ -136,6 +139,9 @@ PROFILES: dict[str, dict[str, Any]] = {
             ("mk-promote-keeps-index", "mk-move-announces", "mk-evict-primary-only"),
             multikey.EVERY_N_MUTANTS,
         ),
+        # lists of symbolic length: the loop proofs, the loop == model.py agreement, the
+        # witnesses, the mutants (about 14 CPU s in all, measured)
+        "symlists": ("proofs", "agreement", "witnesses", "mutants"),
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -183,6 +189,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             None,
             multikey.EVERY_N_MUTANTS,
         ),
+        "symlists": ("proofs", "agreement", "witnesses", "mutants"),
     },
 }
 
@@ -1341,6 +1348,29 @@ def _source_mutant_row(
     return row
 
 
+# -- lists of symbolic length ------------------------------------------------------------------
+
+
+def run_symlists(what: tuple[str, ...], timeout_ms: int) -> list[ObligationResult]:
+    """The list-taking calls as loops over a list of symbolic length (:mod:`symlists`):
+    ``what`` names the pieces run ("proofs", "agreement", "witnesses", "long-list
+    mutant", "mutants": the every-N induction's mutants of a list call)."""
+    out: list[dict[str, Any]] = []
+    if "proofs" in what:
+        out += symlists.proof_rows(timeout_ms)
+    if "agreement" in what:
+        out.append(symlists.agreement_row(timeout_ms))
+    if "witnesses" in what:
+        out.append(symlists.witness_row())
+    bugs = [b for b in symlists.LIST_MUTANTS if "mutants" in what or b == symlists.LONG_LIST_MUTANT]
+    if "mutants" in what or "long-list mutant" in what:
+        out += symlists.mutant_rows(timeout_ms // 4, tuple(bugs))
+    if "mutants" in what:
+        out += symlists.rule_mutant_rows(timeout_ms // 4)
+        out.append(symlists.watch_mutant_row(timeout_ms // 4))
+    return [ObligationResult(**r) for r in out]
+
+
 # -- witnesses: no proof rests on a hypothesis nothing satisfies ------------------------------
 
 
@@ -1376,6 +1406,7 @@ PARTS = (
     "spacer",
     "twopool",
     "multikey",
+    "symlists",
 )
 """The pieces of a profile that can run in separate processes (``make verify`` runs
 them side by side). BMC and the every-N induction share one: the induction's quantified
@@ -1498,4 +1529,6 @@ def run(
         ]
     if want("multikey"):  # blocks with several keys (multikey.py)
         rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]
+    if want("symlists") and p["symlists"]:
+        rows += run_symlists(p["symlists"], p["ind_timeout"])
     return rows

@@ -1,0 +1,105 @@
+"""impl/pool.py's touch, translated from its source into z3 (kvpool.proofs.pypool).
+
+The whole proof (every obligation at L = 2, the refused calls' at L = 3) runs in
+``make proofs-deep`` (part "pool-source"); here the fast parts: the queue contract it
+uses, the refused calls' obligations at L = 2 (which a broken undo fails), the seeded
+bugs refuted and replayed, and the translator's refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvpool.impl import BlockPool
+from kvpool.mutants import CATALOGUE, Mutant
+from kvpool.proofs import pypool, runner
+from kvpool.proofs.model import isolated_check
+from kvpool.proofs.pysource import Unsupported
+
+
+def _statuses(source: str | None, bound: int = 2) -> dict[str, str]:
+    return {
+        step: isolated_check(hyps, goal, 60000)[0]
+        for step, hyps, goal in pypool.obligations(source, "touch", bound, refused_only=True)
+    }
+
+
+def test_the_queue_contract_touch_uses_is_proved_from_free_queue_py() -> None:
+    (row,) = pypool.prove_contracts()
+    assert row.status == "proved"
+
+
+def test_touch_refused_calls_are_proved_on_the_real_source() -> None:
+    st = _statuses(None)
+    assert st and set(st.values()) == {"proved"}, st
+    # the undo is checked where it returns, and the refusal's state as a whole
+    assert "touch: after _undo_touch" in st
+    assert any(s.startswith("post: refused: every link") for s in st)
+
+
+def test_a_change_to_touch_that_breaks_the_proof_fails_this_test() -> None:
+    # the undo forgets to give the counter back: the proof no longer goes through
+    _, patches = pypool.POOL_MUTANTS["undo-miscounts"]
+    st = _statuses(pypool.patched(patches))
+    assert st["touch: after _undo_touch"] != "proved"
+    assert "proved" in st.values()  # (the rest still translates and proves)
+
+
+FAST_MUTANTS = ("undo-forward",)
+
+
+@pytest.mark.parametrize("name", FAST_MUTANTS)
+def test_a_seeded_bug_is_refuted_and_replays_on_the_patched_pool(name: str) -> None:
+    idea, patches = pypool.POOL_MUTANTS[name]
+    row, case = pypool.refute(patches, 20000)
+    assert row is not None and case is not None, f"{name}: the proof still goes through"
+    buggy = Mutant(name, idea, (), patches).pool_class()
+    assert pypool.replay(case, buggy) != "agrees", str(case)
+    assert pypool.replay(case, BlockPool) == "agrees", str(case)
+
+
+def test_the_dancing_links_case_replays_as_the_spec_says() -> None:
+    # two neighbours unlinked, then a foreign entry: undone newest first, the queue is whole
+    case = pypool.Case((1, 2, 3), {0: 0, 1: 0, 2: 0, 3: 0}, [2, 1, pypool.FOREIGN])
+    assert pypool.expected(case).error == "FOREIGN_BLOCK"
+    assert pypool.replay(case, BlockPool) == "agrees"
+    _, patches = pypool.POOL_MUTANTS["undo-forward"]
+    buggy = Mutant("undo-forward", "", (), patches).pool_class()
+    assert pypool.replay(case, buggy) != "agrees"
+    # a valid call with another pool's null block takes the slow path, as the spec
+    slow = pypool.Case((1, 2), {0: 0, 1: 0, 2: 0, 3: 1}, [1, pypool.FOREIGN_NULL, 3])
+    assert pypool.expected(slow).error is None
+    assert pypool.replay(slow, BlockPool) == "agrees"
+    keeps = CATALOGUE["touch-keeps-free"]
+    assert pypool.replay(slow, keeps.pool_class()) != "agrees"
+
+
+def test_every_mutant_applies_to_the_current_source() -> None:
+    for _, patches in pypool.POOL_MUTANTS.values():
+        pypool.patched(patches)  # raises PatchDoesNotApply if the source moved on
+
+
+def test_unsupported_python_in_touch_is_refused_with_its_line() -> None:
+    src = pypool.patched(
+        (
+            (
+                "                block.ref_cnt = ref_cnt + 1\n",
+                "                block.ref_cnt = ref_cnt + 1\n"
+                "                while False:\n                    pass\n",
+            ),
+        )
+    )
+    with pytest.raises(Unsupported, match="While"):
+        pypool.obligations(src, "touch", 2)
+    # an attribute the model does not have is refused, not skipped
+    src = pypool.patched(
+        (("                block.ref_cnt = ref_cnt + 1\n", "                block._pending = None\n"),)
+    )
+    with pytest.raises(Unsupported, match="_pending"):
+        pypool.obligations(src, "touch", 2)
+
+
+def test_the_pool_source_part_is_in_the_deep_profile_only() -> None:
+    assert runner.PROFILES["deep"]["pool_source"]
+    assert not runner.PROFILES["default"]["pool_source"]
+    assert not runner.PROFILES["fast"]["pool_source"]
+    assert runner.run("fast", "pool-source") == []

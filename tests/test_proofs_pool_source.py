@@ -92,7 +92,12 @@ def test_unsupported_python_in_touch_is_refused_with_its_line() -> None:
         pypool.obligations(src, "touch", 2)
     # an attribute the model does not have is refused, not skipped
     src = pypool.patched(
-        (("                block.ref_cnt = ref_cnt + 1\n", "                block._pending = None\n"),)
+        (
+            (
+                "                block.ref_cnt = ref_cnt + 1\n",
+                "                block._pending = None\n",
+            ),
+        )
     )
     with pytest.raises(Unsupported, match="_pending"):
         pypool.obligations(src, "touch", 2)
@@ -103,3 +108,18 @@ def test_the_pool_source_part_is_in_the_deep_profile_only() -> None:
     assert not runner.PROFILES["default"]["pool_source"]
     assert not runner.PROFILES["fast"]["pool_source"]
     assert runner.run("fast", "pool-source") == []
+
+
+@pytest.mark.parametrize(("bound", "refused"), [(2, False), (2, True), (3, True)])
+def test_the_hypotheses_have_a_witness(bound: int, refused: bool) -> None:
+    # (a proof from hypotheses nothing satisfies would say nothing): a concrete pool
+    # with the queue [1, 2, 3] and a full list satisfies them, valid and refused
+    import z3  # type: ignore[import-untyped]
+
+    st = pypool.fresh_state()
+    ref = pypool.spec_touch(st.a, st.ref, st.mark, st.is_null, st.bl, st.m, bound)[0]
+    sol = z3.Solver()
+    sol.set("timeout", 30000)
+    sol.add(*pypool._pin(st, (1, 2, 3), bound), *pypool.pool_invariant(st))
+    sol.add(*pypool.entries(st, bound), st.m == bound, ref if refused else z3.Not(ref))
+    assert sol.check() == z3.sat

@@ -71,6 +71,10 @@ def test_the_dancing_links_case_replays_as_the_spec_says() -> None:
     assert pypool.replay(slow, BlockPool) == "agrees"
     keeps = CATALOGUE["touch-keeps-free"]
     assert pypool.replay(slow, keeps.pool_class()) != "agrees"
+    # the catalogue's null-touched: the counterexample z3 gave (12-05), replayed
+    nulls = pypool.Case((1, 2, 3), {0: 0, 1: 0, 2: 0, 3: 0}, [1, 0, 0])
+    assert pypool.replay(nulls, BlockPool) == "agrees"
+    assert "ref counts" in pypool.replay(nulls, CATALOGUE["null-touched"].pool_class())
 
 
 def test_every_mutant_applies_to_the_current_source() -> None:
@@ -123,3 +127,28 @@ def test_the_hypotheses_have_a_witness(bound: int, refused: bool) -> None:
     sol.add(*pypool._pin(st, (1, 2, 3), bound), *pypool.pool_invariant(st))
     sol.add(*pypool.entries(st, bound), st.m == bound, ref if refused else z3.Not(ref))
     assert sol.check() == z3.sat
+
+
+def test_the_dashboard_shows_the_part_on_its_own_line_and_fails_on_a_bad_row() -> None:
+    from kvpool import verify
+    from kvpool.proofs.runner import POOL_SOURCE_KIND, SOURCE_TECHNIQUE, ObligationResult
+
+    def row(name: str, status: str) -> ObligationResult:
+        return ObligationResult(
+            name, POOL_SOURCE_KIND, SOURCE_TECHNIQUE, ("INV-REF",), "b", status, 1.0
+        )
+
+    good = [
+        row("BlockPool.touch does the spec's step, from source", "proved"),
+        row("pool.py touch [undo-forward]", "expected-refuted"),
+    ]
+    checks = {c.name: c for c in verify.proof_checks(good)}
+    line = checks["impl/pool.py's touch from its source (z3)"]
+    assert line.ok and "undo-forward" in line.summary
+    # the free queue's column is not filled by these rows
+    assert checks[SOURCE_TECHNIQUE].cells == {}
+    bad = [*good[:1], row("pool.py touch [undo-forward]", "NOT-refuted")]
+    line = {c.name: c for c in verify.proof_checks(bad)}[
+        "impl/pool.py's touch from its source (z3)"
+    ]
+    assert not line.ok

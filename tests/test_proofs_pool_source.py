@@ -157,3 +157,17 @@ def test_the_dashboard_shows_the_part_on_its_own_line_and_fails_on_a_bad_row() -
         "impl/pool.py's touch from its source (z3)"
     ]
     assert not line.ok
+
+
+def test_the_runner_part_refutes_and_confirms_a_mutant(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvpool import verify
+
+    # (the proof itself is make proofs-deep's: left out here, the mutant's row is what runs)
+    monkeypatch.setattr(pypool, "prove", lambda *a, **k: [])
+    pick = {"undo-forward": pypool.POOL_MUTANTS["undo-forward"]}
+    rows = runner.run_pool_source(60000, mutants=pick, pool_replay=verify.pool_replay())
+    by_name = {r.obligation: r for r in rows}
+    assert by_name["FreeKVCacheBlockQueue._remove meets touch's contract"].status == "proved"
+    assert by_name["BlockPool.touch does the spec's step, from source"].status == "unknown"
+    mut = by_name["pool.py touch [undo-forward]"]
+    assert mut.status == "expected-refuted" and mut.replay.startswith("confirmed"), mut.replay

@@ -325,6 +325,7 @@ def translation(source: str, bound: int = L) -> Translation:
             "metrics_collector": Node(z3.IntVal(NONE)),
         },
         cuts={"_undo_touch": _restored},
+        node_class="KVCacheBlock",  # every entry of the model is an exact block
     )
     tr.contracts = {
         "free_block_queue._remove": remove_contract,

@@ -106,13 +106,21 @@ class ObjV:
 
 
 @dataclass
+class NodeClassV:
+    """``type(x)`` of a node: the block class (``Translation(node_class=...)``), or
+    ``NoneType`` for None."""
+
+    t: Any
+
+
+@dataclass
 class IdDictV:
     """``{id(x): x for x in ...}``: the entries, each once, in first-seen order."""
 
     items: ListV
 
 
-Value = Node | IntV | BoolV | ListV | ClassV | ExcV | SelfV | ObjV | IdDictV
+Value = Node | IntV | BoolV | ListV | ClassV | ExcV | SelfV | ObjV | IdDictV | NodeClassV
 
 
 @dataclass
@@ -223,17 +231,20 @@ class Translation:
         self_values: dict[str, Value] | None = None,
         contracts: dict[str, Contract] | None = None,
         cuts: dict[str, Cut] | None = None,
+        node_class: str = "",
     ) -> None:
         """``fields``: block attributes beyond the links (name -> "int" or "bool"), read
         and written in ``Heap.fields``; ``self_values``: what ``self.<name>`` is (a
         constant, or an :class:`ObjV`); ``contracts``: methods used through their
         contract (``"_m"`` for ``self._m``, ``"obj._m"`` for ``self.obj._m``); ``cuts``:
-        a :data:`Cut` after each return of the named methods (inlined as written)."""
+        a :data:`Cut` after each return of the named methods (inlined as written);
+        ``node_class``: the class name every node that is not None has (``type(x)``)."""
         self.source = source
         self.fields = dict(fields or {})
         self.self_values = dict(self_values or {})
         self.contracts = dict(contracts or {})
         self.cuts = dict(cuts or {})
+        self.node_class = node_class
         tree = ast.parse(self.source)
         self.funcs: dict[str, ast.FunctionDef] = {}
         self.module_funcs: dict[str, ast.FunctionDef] = {}
@@ -673,7 +684,7 @@ class _Exec:
         if isinstance(e, ast.Name):
             if e.id in self.frame.env:
                 return self.frame.env[e.id]
-            if e.id in ("list", "int"):
+            if e.id in ("list", "int") or (e.id == self.tr.node_class and e.id):
                 return ClassV(e.id)
             raise Unsupported(f"name {e.id!r}", e.lineno, "not a local of the method")
         if isinstance(e, ast.Attribute):
@@ -890,6 +901,12 @@ class _Exec:
         return BoolV(z3.And(*out) if len(out) > 1 else out[0])
 
     def _cmp(self, op: ast.cmpop, a: Value, b: Value, line: int) -> Any:
+        if isinstance(a, NodeClassV) and isinstance(b, ClassV):
+            same = z3.And(a.t != NONE, z3.BoolVal(b.name == self.tr.node_class))
+            if isinstance(op, ast.Is | ast.Eq):
+                return same
+            if isinstance(op, ast.IsNot | ast.NotEq):
+                return z3.Not(same)
         if isinstance(a, ClassV) and isinstance(b, ClassV):
             if isinstance(op, ast.Is | ast.Eq):
                 return z3.BoolVal(a.name == b.name)
@@ -988,7 +1005,10 @@ class _Exec:
                 if isinstance(v, ListV):
                     return IntV(v.n)
             if f.id == "type" and len(e.args) == 1:
-                return _class_of(self.expr(e.args[0]), e.lineno)
+                v = self.expr(e.args[0])
+                if isinstance(v, Node) and self.tr.node_class:
+                    return NodeClassV(v.t)
+                return _class_of(v, e.lineno)
             if f.id == "list" and len(e.args) == 1:
                 v = self.expr(e.args[0])
                 if isinstance(v, ListV):  # a copy: lists are values here

@@ -256,6 +256,8 @@ def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
     level = proofs.PROFILES["fast" if profile == "fast" else "default"]
     # switched off: not spawned
     off = {p for p in ("spacer", "symlists", "multikey") if not level[p]}
+    if not level["pool_source"]:
+        off.add("pool-source")
     return [(part, PROOF_COSTS.get(part, 60.0)) for part in proofs.PARTS if part not in off]
 
 
@@ -266,6 +268,8 @@ def _proof_work(profile: Profile, part: str) -> Any:
     if part == "source":
         mutants, replay = source_mutants()
         rows = proofs.run(level, part, mutants, replay, queue_replay())
+    elif part == "pool-source":
+        rows = proofs.run(level, part, pool_replay=pool_replay())
     else:
         rows = proofs.run(level, part, queue_replay=queue_replay())
     return [asdict(r) for r in rows]
@@ -304,6 +308,25 @@ def source_mutants() -> tuple[dict[str, tuple[str, tuple[tuple[str, str], ...]]]
         return f"confirmed: {case}: {buggy}"
 
     return mutants, replay
+
+
+def pool_replay() -> Any:
+    """A ``touch`` counterexample (``kvpool.proofs.pypool``) run on the patched pool class,
+    which must disagree with the spec, and on the real one, which must agree."""
+    from kvpool.impl import BlockPool
+    from kvpool.mutants import Mutant
+    from kvpool.proofs import pypool
+
+    def replay(case: pypool.Case, patches: tuple[tuple[str, str], ...]) -> str:
+        real = pypool.replay(case, BlockPool)
+        if real != "agrees":
+            return f"NOT confirmed: the real pool does not agree either ({real})"
+        buggy = pypool.replay(case, Mutant("pool-source", "", (), patches).pool_class())
+        if buggy == "agrees":
+            return "NOT confirmed: the patched pool agrees with the spec"
+        return f"confirmed: {case}: {buggy}"
+
+    return replay
 
 
 def _proof_combine(profile: Profile, payloads: list[Any]) -> list[Check]:
@@ -381,6 +404,20 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     fixed_two: dict[str, list[str]] = {}
     two_pools: dict[bool, list[tuple[str, str]]] = {}
     for r in rows:
+        if r.kind == proofs.POOL_SOURCE_KIND:  # its own line, only when it ran (deep)
+            extra = extras.setdefault(
+                "pool-source",
+                Check("impl/pool.py's touch from its source (z3)", None, True, "", 0.0),
+            )
+            extra.seconds += r.seconds
+            extra.ok = extra.ok and r.ok
+            if r.kind == proofs.POOL_SOURCE_KIND and "[" not in r.obligation:
+                extra.summary += f"; {r.obligation}: {r.status} ({r.bounds})"
+            else:
+                extra.summary += f"; mutant {r.obligation.rsplit('[', 1)[-1]} {r.status}"
+            if not r.ok:
+                extra.summary += f" NOT ok: {r.replay}"
+            continue
         if r.kind == "differential" and r.status in ("caught", "missed"):
             # one row per (reading, mutant): counted, and the mutant's catch recorded
             name = r.obligation.rsplit("[", 1)[-1].rstrip("]")

@@ -96,7 +96,53 @@ class SelfV:
     pass
 
 
-Value = Node | IntV | BoolV | ListV | ClassV | ExcV | SelfV
+@dataclass
+class ObjV:
+    """An object ``self`` holds (``Translation(self_values=...)``): its methods are
+    contracts named ``"<name>.<method>"``; its attribute ``counter`` is the heap's counter."""
+
+    name: str
+    counter: str = ""
+
+
+@dataclass
+class NodeClassV:
+    """``type(x)`` of a node: the block class (``Translation(node_class=...)``), or
+    ``NoneType`` for None."""
+
+    t: Any
+
+
+@dataclass
+class IdDictV:
+    """``{id(x): x for x in ...}``: the entries, each once, in first-seen order."""
+
+    items: ListV
+
+
+Value = Node | IntV | BoolV | ListV | ClassV | ExcV | SelfV | ObjV | IdDictV | NodeClassV
+
+
+@dataclass
+class Effect:
+    """What a call of a contract does: ``pre`` must hold at the call (an obligation),
+    ``post`` may be assumed after it, the state after is ``heap`` (fresh where ``post``
+    constrains it), and it raises ``code`` (an exception code, 0 for none)."""
+
+    pre: Any
+    post: Any
+    heap: Heap
+    ret: Value | None = None
+    code: Any = 0
+
+
+@dataclass
+class Contract:
+    """A callee used through its pre/post, never its body. ``params``: its parameters
+    (after ``self``); ``effect(heap, args, fresh)`` (``fresh(name)``: a new z3 name)."""
+
+    params: tuple[str, ...]
+    effect: Callable[[Heap, dict[str, Value], Callable[[str], str]], Effect]
 
 
 def _ite(c: Any, a: Value, b: Value) -> Value:
@@ -118,6 +164,29 @@ class Heap:
     nxt: Any
     prv: Any
     cnt: Any
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Further block attributes (name -> array over node ids), as ``Translation(fields=...)``."""
+    ghost: tuple[Any, ...] = ()
+    """Ghost state a contract reads and writes (the code never does), merged like the rest."""
+
+
+def merge(g: Any, a: Heap, b: Heap) -> Heap:
+    """``a`` where ``g`` holds, else ``b``."""
+    if set(a.fields) != set(b.fields) or len(a.ghost) != len(b.ghost):
+        raise ValueError("heaps of another shape")
+    return Heap(
+        z3.If(g, a.nxt, b.nxt),
+        z3.If(g, a.prv, b.prv),
+        z3.If(g, a.cnt, b.cnt),
+        {k: z3.If(g, v, b.fields[k]) for k, v in a.fields.items()},
+        tuple(z3.If(g, x, y) for x, y in zip(a.ghost, b.ghost, strict=True)),
+    )
+
+
+Cut = Callable[[Heap, Heap], tuple[Any, Heap]]
+"""After an inlined method returns: ``cut(heap at the run's entry, heap now)`` gives a
+claim, proved there (an obligation), and a heap the claim says equals the one now (its
+ghost may differ: the code never reads a ghost), which the rest of the run goes on from."""
 
 
 @dataclass
@@ -153,8 +222,29 @@ class _Frame:
 class Translation:
     """One module's source, ready to translate any of its methods."""
 
-    def __init__(self, source: str, cls: str = "") -> None:
+    def __init__(
+        self,
+        source: str,
+        cls: str = "",
+        *,
+        fields: dict[str, str] | None = None,
+        self_values: dict[str, Value] | None = None,
+        contracts: dict[str, Contract] | None = None,
+        cuts: dict[str, Cut] | None = None,
+        node_class: str = "",
+    ) -> None:
+        """``fields``: block attributes beyond the links (name -> "int" or "bool"), read
+        and written in ``Heap.fields``; ``self_values``: what ``self.<name>`` is (a
+        constant, or an :class:`ObjV`); ``contracts``: methods used through their
+        contract (``"_m"`` for ``self._m``, ``"obj._m"`` for ``self.obj._m``); ``cuts``:
+        a :data:`Cut` after each return of the named methods (inlined as written);
+        ``node_class``: the class name every node that is not None has (``type(x)``)."""
         self.source = source
+        self.fields = dict(fields or {})
+        self.self_values = dict(self_values or {})
+        self.contracts = dict(contracts or {})
+        self.cuts = dict(cuts or {})
+        self.node_class = node_class
         tree = ast.parse(self.source)
         self.funcs: dict[str, ast.FunctionDef] = {}
         self.module_funcs: dict[str, ast.FunctionDef] = {}
@@ -237,11 +327,14 @@ class _Exec:
     ) -> None:
         self.tr = tr
         self.heap = heap
+        self.heap0 = heap
         self.exc: Any = z3.IntVal(0)
         self.bound = bound
         self.invariants = invariants
         self.pc: list[Any] = []
         self.brk: Any = z3.BoolVal(False)
+        self.cont: Any = z3.BoolVal(False)  # a ``continue`` ran in this iteration
+        self.handling: list[Any] = []  # the exception codes of the handlers we are in
         self.frames: list[_Frame] = []
         self.obligations: list[Obligation] = []
         self.assumptions: list[Any] = []
@@ -256,11 +349,17 @@ class _Exec:
         return self.frames[-1]
 
     def active(self) -> Any:
-        return z3.And(self.exc == 0, z3.Not(self.frame.returned), z3.Not(self.brk), *self.pc)
+        return z3.And(
+            self.exc == 0,
+            z3.Not(self.frame.returned),
+            z3.Not(self.brk),
+            z3.Not(self.cont),
+            *self.pc,
+        )
 
-    def raise_if(self, cond: Any, code: int) -> None:
+    def raise_if(self, cond: Any, code: Any) -> None:
         c = z3.And(self.active(), cond)
-        self.exc = z3.If(c, z3.IntVal(code), self.exc)
+        self.exc = z3.If(c, code if z3.is_expr(code) else z3.IntVal(code), self.exc)
 
     def fresh(self, name: str) -> Any:
         self._k += 1
@@ -278,9 +377,16 @@ class _Exec:
                 raise Unsupported(f"call of {f.name} without argument {p!r}", line)
             env[p] = args[p]
         saved_method, self.method = self.method, f.name
+        # the callee runs only where the call does: the caller's break, continue and
+        # return are part of its guard (as a path condition: they are the caller's)
+        self.pc.append(self.active() if self.frames else z3.BoolVal(True))
+        saved = (self.brk, self.cont)
+        self.brk = self.cont = z3.BoolVal(False)
         self.frames.append(_Frame(env))
         self.block(f.body)
         fr = self.frames.pop()
+        self.brk, self.cont = saved
+        self.pc.pop()
         self.method = saved_method
         return fr.ret
 
@@ -320,6 +426,8 @@ class _Exec:
             self.for_(s)
         elif isinstance(s, ast.Break):
             self.brk = z3.Or(self.brk, self.active())
+        elif isinstance(s, ast.Continue):
+            self.cont = z3.Or(self.cont, self.active())
         elif isinstance(s, ast.Return):
             v = self.expr(s.value) if s.value is not None else None
             g = self.active()
@@ -327,6 +435,10 @@ class _Exec:
             if v is not None:
                 fr.ret = v if fr.ret is None else _ite(g, v, fr.ret)
             fr.returned = z3.Or(fr.returned, g)
+        elif isinstance(s, ast.Raise) and s.exc is None:
+            if not self.handling:
+                raise Unsupported("bare raise outside an except clause", s.lineno)
+            self.raise_if(z3.BoolVal(True), self.handling[-1])  # the one being handled
         elif isinstance(s, ast.Raise):
             self.raise_if(z3.BoolVal(True), self.raised_code(s))
         elif isinstance(s, ast.Try):
@@ -364,7 +476,10 @@ class _Exec:
         elif isinstance(t, ast.Attribute):
             obj = self.expr(t.value)
             h = self.heap
-            if isinstance(obj, SelfV) and t.attr == COUNTER:
+            is_counter = isinstance(obj, SelfV) and t.attr == COUNTER
+            if isinstance(obj, ObjV) and obj.counter and t.attr == obj.counter:
+                is_counter = True
+            if is_counter:
                 if not isinstance(v, IntV | Node):
                     raise Unsupported("a non-integer counter", t.lineno)
                 self.heap = replace(h, cnt=z3.If(self.active(), v.t, h.cnt))
@@ -376,20 +491,22 @@ class _Exec:
                 arr = getattr(h, LINKS[t.attr])
                 new = z3.If(g, z3.Store(arr, obj.t, v.t), arr)
                 self.heap = replace(h, **{LINKS[t.attr]: new})
+            elif isinstance(obj, Node) and t.attr in self.tr.fields:
+                want = BoolV if self.tr.fields[t.attr] == "bool" else (IntV, Node)
+                if not isinstance(v, want):
+                    raise Unsupported(f".{t.attr} set to a {type(v).__name__}", t.lineno)
+                self.raise_if(obj.t == NONE, self.tr.code(AttributeError))
+                g = self.active()
+                arr = h.fields[t.attr]
+                fields = {**h.fields, t.attr: z3.If(g, z3.Store(arr, obj.t, v.t), arr)}
+                self.heap = replace(h, fields=fields)
             else:
                 raise Unsupported(f"assignment to .{t.attr}", t.lineno)
         else:
             raise Unsupported(f"assignment to {type(t).__name__}", t.lineno)
 
     def cond(self, e: ast.expr) -> Any:
-        v = self.expr(e)
-        if isinstance(v, BoolV):
-            return v.t
-        if isinstance(v, ListV):
-            return v.n > 0
-        if isinstance(v, IntV):
-            return v.t != 0
-        raise Unsupported(f"truth value of {type(v).__name__}", e.lineno)
+        return self._truth(self.expr(e), e.lineno)
 
     def if_(self, s: ast.If) -> None:
         c = z3.simplify(self.cond(s.test))
@@ -429,7 +546,9 @@ class _Exec:
             self.pc.append(m)
             if h.name:
                 self.frame.env[h.name] = ExcV(raised)
+            self.handling.append(raised)
             self.block(h.body)
+            self.handling.pop()
             self.pc.pop()
             handled = z3.Or(handled, m)
         in_handler = self.exc
@@ -469,13 +588,15 @@ class _Exec:
         if key in self.invariants:
             self.loop_by_invariant(s, key, length, elem)
             return
-        saved_brk = self.brk
+        saved_brk, saved_cont = self.brk, self.cont
         self.brk = z3.BoolVal(False)
         for j in range(self.bound):
+            self.cont = z3.BoolVal(False)
             self.pc.append(z3.IntVal(j) < length)
             self.assign(s.target, elem(z3.IntVal(j)))
             self.block(s.body)
             self.pc.pop()
+        self.cont = saved_cont
         # a bounded unrolling must have finished the loop: that is an obligation
         self.obligations.append(
             Obligation(
@@ -490,8 +611,12 @@ class _Exec:
         self, s: ast.For, key: str, length: Any, elem: Callable[[Any], Value]
     ) -> None:
         inv = self.invariants[key].inv
-        if any(isinstance(n, ast.Break | ast.Return | ast.Try) for n in ast.walk(s)):
-            raise Unsupported("break/return/try inside a loop proved by invariant", s.lineno)
+        if any(isinstance(n, ast.Break | ast.Continue | ast.Return | ast.Try) for n in ast.walk(s)):
+            raise Unsupported(
+                "break/continue/return/try inside a loop proved by invariant", s.lineno
+            )
+        if self.heap.ghost:
+            raise Unsupported("a loop proved by invariant over a state with ghosts", s.lineno)
         entry = self.active()
         env0, heap0 = dict(self.frame.env), self.heap
         self.obligations.append(
@@ -513,6 +638,10 @@ class _Exec:
             z3.Array(f"nxt!{self._k}", z3.IntSort(), z3.IntSort()),
             z3.Array(f"prv!{self._k}", z3.IntSort(), z3.IntSort()),
             self.fresh("cnt"),
+            {
+                k: z3.Array(f"{k}!{self._k}", z3.IntSort(), v.range())
+                for k, v in heap0.fields.items()
+            },
         )
         saved = (self.exc, self.pc, self.brk, self.heap, self.frame.env, self.hyps)
         self.exc, self.pc, self.brk, self.heap = z3.IntVal(0), [], z3.BoolVal(False), hheap
@@ -533,11 +662,7 @@ class _Exec:
         self.exc, self.pc, self.brk, self.heap, self.frame.env, self.hyps = saved
         # after the loop: the havocked state at j == length, where the loop was entered
         self.assumptions.append(z3.Implies(entry, inv(length, henv, hheap)))
-        self.heap = Heap(
-            z3.If(entry, hheap.nxt, heap0.nxt),
-            z3.If(entry, hheap.prv, heap0.prv),
-            z3.If(entry, hheap.cnt, heap0.cnt),
-        )
+        self.heap = merge(entry, hheap, heap0)
         for name in changed:
             self.frame.env[name] = (
                 _ite(entry, henv[name], env0[name]) if name in env0 else henv[name]
@@ -559,7 +684,7 @@ class _Exec:
         if isinstance(e, ast.Name):
             if e.id in self.frame.env:
                 return self.frame.env[e.id]
-            if e.id in ("list", "int"):
+            if e.id in ("list", "int") or (e.id == self.tr.node_class and e.id):
                 return ClassV(e.id)
             raise Unsupported(f"name {e.id!r}", e.lineno, "not a local of the method")
         if isinstance(e, ast.Attribute):
@@ -567,13 +692,21 @@ class _Exec:
             if e.attr == "__class__":
                 return _class_of(obj, e.lineno)
             if isinstance(obj, SelfV):
+                if e.attr in self.tr.self_values:
+                    return self.tr.self_values[e.attr]
                 if e.attr in SENTINELS:
                     return Node(z3.IntVal(SENTINELS[e.attr]))
                 if e.attr == COUNTER:
                     return IntV(self.heap.cnt)
+            if isinstance(obj, ObjV) and obj.counter and e.attr == obj.counter:
+                return IntV(self.heap.cnt)
             if isinstance(obj, Node) and e.attr in LINKS:
                 self.raise_if(obj.t == NONE, self.tr.code(AttributeError))
                 return Node(z3.Select(getattr(self.heap, LINKS[e.attr]), obj.t))
+            if isinstance(obj, Node) and e.attr in self.tr.fields:
+                self.raise_if(obj.t == NONE, self.tr.code(AttributeError))
+                val = z3.Select(self.heap.fields[e.attr], obj.t)
+                return BoolV(val) if self.tr.fields[e.attr] == "bool" else IntV(val)
             raise Unsupported(f"attribute .{e.attr}", e.lineno)
         if isinstance(e, ast.Tuple):
             return tuple(self.expr(x) for x in e.elts)
@@ -604,6 +737,10 @@ class _Exec:
             raise Unsupported(f"binary {type(e.op).__name__}", e.lineno)
         if isinstance(e, ast.Compare):
             return self.compare(e)
+        if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice):
+            return self.slice(e, e.slice)
+        if isinstance(e, ast.DictComp):
+            return self.id_dict(e)
         if isinstance(e, ast.Subscript):
             lv, idx = self.expr(e.value), self.expr(e.slice)
             if not isinstance(lv, ListV) or not isinstance(idx, IntV):
@@ -614,9 +751,127 @@ class _Exec:
             return self.call_expr(e)
         raise Unsupported(f"expression {type(e).__name__}", e.lineno)
 
+    # -- comprehensions and slices (over lists of at most ``bound`` entries) --------------
+
+    def _items(self, gen: ast.comprehension, line: int) -> tuple[ListV, bool]:
+        """The list a comprehension runs over, and whether it is ``enumerate``d."""
+        if gen.is_async:
+            raise Unsupported("async comprehension", line)
+        it, enum = gen.iter, False
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate":
+            if len(it.args) != 1 or it.keywords:
+                raise Unsupported("enumerate with a start", line)
+            it, enum = it.args[0], True
+        lv = self.expr(it)
+        if not isinstance(lv, ListV):
+            raise Unsupported(f"a comprehension over a {type(lv).__name__}", line)
+        # a bounded unrolling must cover the list: an obligation, as for a loop
+        self.obligations.append(
+            Obligation(
+                f"{self.method}:{ast.unparse(gen.iter)} has at most {self.bound} entries",
+                [*self.hyps, *self.assumptions],
+                z3.Implies(self.active(), lv.n <= self.bound),
+            )
+        )
+        return lv, enum
+
+    def _each(self, gen: ast.comprehension, line: int, body: Callable[[int, Any], None]) -> None:
+        """Run ``body(j, guard)`` for each position j of the comprehension's list, with its
+        target bound and ``guard`` the condition that the entry exists and passes the ifs."""
+        lv, enum = self._items(gen, line)
+        saved = dict(self.frame.env)
+        for j in range(self.bound):
+            x: Value = Node(z3.Select(lv.arr, j))
+            if enum:
+                if not (isinstance(gen.target, ast.Tuple) and len(gen.target.elts) == 2):
+                    raise Unsupported("enumerate into other than a pair", line)
+                self._bind_target(gen.target.elts[0], IntV(z3.IntVal(j)), line)
+                self._bind_target(gen.target.elts[1], x, line)
+            else:
+                self._bind_target(gen.target, x, line)
+            guard: Any = z3.IntVal(j) < lv.n
+            self.pc.append(guard)
+            for cond in gen.ifs:
+                guard = z3.And(guard, self.cond(cond))
+            body(j, guard)
+            self.pc.pop()
+        self.frame.env = saved
+
+    def _bind_target(self, t: ast.expr, v: Value, line: int) -> None:
+        if not isinstance(t, ast.Name):
+            raise Unsupported("a comprehension target that is not a name", line)
+        self.frame.env[t.id] = v
+
+    def next_of(self, e: ast.Call) -> Value:
+        """``next((elt for x in xs if c), default)``: the first hit's ``elt``, else default."""
+        gen, default = e.args
+        if not isinstance(gen, ast.GeneratorExp) or len(gen.generators) != 1:
+            raise Unsupported("next() of other than a one-loop generator", e.lineno)
+        hits: list[tuple[Any, Value]] = []
+        self._each(gen.generators[0], e.lineno, lambda j, g: hits.append((g, self.expr(gen.elt))))
+        out: Value = self.expr(default)
+        for g, v in reversed(hits):
+            out = _ite(g, v, out)
+        return out
+
+    def id_dict(self, e: ast.DictComp) -> IdDictV:
+        """``{id(x): x for x in xs if c}``: each entry once (by identity), first-seen order."""
+        gen = e.generators[0] if len(e.generators) == 1 else None
+        k, v = e.key, e.value
+        if (
+            gen is None
+            or not isinstance(gen.target, ast.Name)
+            or not (isinstance(k, ast.Call) and isinstance(k.func, ast.Name) and k.func.id == "id")
+            or len(k.args) != 1
+            or not isinstance(k.args[0], ast.Name)
+            or not isinstance(v, ast.Name)
+            or not k.args[0].id == v.id == gen.target.id
+        ):
+            raise Unsupported("a dict comprehension other than {id(x): x for x in ...}", e.lineno)
+        arr: Any = z3.K(z3.IntSort(), z3.IntVal(NONE))
+        n: Any = z3.IntVal(0)
+        seen: list[tuple[Any, Any]] = []
+
+        def add(j: int, g: Any) -> None:
+            nonlocal arr, n
+            x = self.expr(v)
+            assert isinstance(x, Node)
+            new = z3.And(g, *[z3.Not(z3.And(h, y == x.t)) for h, y in seen])
+            arr = z3.If(new, z3.Store(arr, n, x.t), arr)
+            n = z3.If(new, n + 1, n)
+            seen.append((g, x.t))
+
+        self._each(gen, e.lineno, add)
+        return IdDictV(ListV(arr, n))
+
+    def slice(self, e: ast.Subscript, sl: ast.Slice) -> ListV:
+        """``xs[a:b]`` (no step), clamped as Python clamps it."""
+        lv = self.expr(e.value)
+        if sl.step is not None or not isinstance(lv, ListV):
+            raise Unsupported("a slice with a step, or of a non-list", e.lineno)
+
+        def bound_of(x: ast.expr | None, dflt: Any) -> Any:
+            if x is None:
+                return dflt
+            v = self.expr(x)
+            if not isinstance(v, IntV):
+                raise Unsupported("a slice bound that is not an int", e.lineno)
+            t = z3.If(v.t < 0, v.t + lv.n, v.t)
+            return z3.If(t < 0, 0, z3.If(t > lv.n, lv.n, t))
+
+        lo, hi = bound_of(sl.lower, z3.IntVal(0)), bound_of(sl.upper, lv.n)
+        i = z3.Int(f"sl!{self._k}")
+        self._k += 1
+        arr = lv.arr if sl.lower is None else z3.Lambda([i], z3.Select(lv.arr, i + lo))
+        return ListV(arr, z3.If(hi > lo, hi - lo, 0))
+
     def _truth(self, v: Value, line: int) -> Any:
         if isinstance(v, BoolV):
             return v.t
+        if isinstance(v, Node):  # a block is true, None false
+            return v.t != NONE
+        if isinstance(v, ObjV):
+            return z3.BoolVal(True)
         if isinstance(v, ListV):
             return v.n > 0
         if isinstance(v, IntV):
@@ -646,6 +901,12 @@ class _Exec:
         return BoolV(z3.And(*out) if len(out) > 1 else out[0])
 
     def _cmp(self, op: ast.cmpop, a: Value, b: Value, line: int) -> Any:
+        if isinstance(a, NodeClassV) and isinstance(b, ClassV):
+            same = z3.And(a.t != NONE, z3.BoolVal(b.name == self.tr.node_class))
+            if isinstance(op, ast.Is | ast.Eq):
+                return same
+            if isinstance(op, ast.IsNot | ast.NotEq):
+                return z3.Not(same)
         if isinstance(a, ClassV) and isinstance(b, ClassV):
             if isinstance(op, ast.Is | ast.Eq):
                 return z3.BoolVal(a.name == b.name)
@@ -669,8 +930,73 @@ class _Exec:
             f"comparison {type(op).__name__} of {type(a).__name__} and {type(b).__name__}", line
         )
 
+    def _bind(self, params: list[str], e: ast.Call, what: str) -> dict[str, Value]:
+        if any(k.arg is None for k in e.keywords) or any(
+            isinstance(a, ast.Starred) for a in e.args
+        ):
+            raise Unsupported(f"*args/**kwargs in a call of {what}", e.lineno)
+        names = params[: len(e.args)] + [str(k.arg) for k in e.keywords]
+        if len(e.args) > len(params) or sorted(names) != sorted(params):
+            raise Unsupported(f"call of {what} with other arguments than {params}", e.lineno)
+        vals = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
+        return dict(zip(names, vals, strict=True))
+
+    def contract_call(self, key: str, e: ast.Call) -> Value | None:
+        c = self.tr.contracts[key]
+        args = self._bind(list(c.params), e, key)
+        self._k += 1
+        k = self._k
+        eff = c.effect(self.heap, args, lambda name: f"{name}!{key}!{k}")
+        g = self.active()
+        self.obligations.append(
+            Obligation(
+                f"{self.method}: pre of {key} (call {k})",
+                [*self.hyps, *self.assumptions],
+                z3.Implies(g, eff.pre),
+            )
+        )
+        self.assumptions.append(z3.Implies(g, eff.post))
+        self.heap = merge(g, eff.heap, self.heap)
+        self.raise_if(z3.BoolVal(True) if not z3.is_expr(eff.code) else eff.code != 0, eff.code)
+        return eff.ret
+
+    def cut(self, name: str) -> None:
+        claim, heap = self.tr.cuts[name](self.heap0, self.heap)
+        g = self.active()
+        self.obligations.append(
+            Obligation(
+                f"{self.method}: after {name}",
+                [*self.hyps, *self.assumptions],
+                z3.Implies(g, claim),
+            )
+        )
+        self.assumptions.append(z3.Implies(g, claim))
+        self.heap = merge(g, heap, self.heap)
+
     def call_expr(self, e: ast.Call) -> Any:
         f = e.func
+        if isinstance(f, ast.Name) and f.id == "next" and len(e.args) == 2 and not e.keywords:
+            return self.next_of(e)
+        if isinstance(f, ast.Attribute):
+            obj = self.expr(f.value)
+            if isinstance(obj, SelfV) and f.attr in self.tr.contracts:
+                return self.contract_call(f.attr, e)
+            if isinstance(obj, ObjV):
+                key = f"{obj.name}.{f.attr}"
+                if key not in self.tr.contracts:
+                    raise Unsupported(f"call of {key}() (no contract for it)", e.lineno)
+                return self.contract_call(key, e)
+            if isinstance(obj, SelfV) and f.attr in self.tr.funcs:
+                target = self.tr.funcs[f.attr]
+                params = [a.arg for a in target.args.args][1:]
+                if target.args.kwonlyargs:
+                    raise Unsupported(f"call of self.{f.attr} (keyword-only)", e.lineno)
+                ret = self.call(target, self._bind(params, e, f"self.{f.attr}"), e.lineno)
+                if f.attr in self.tr.cuts:
+                    self.cut(f.attr)
+                return ret
+            if isinstance(obj, IdDictV) and f.attr == "values" and not e.args and not e.keywords:
+                return obj.items
         if e.keywords:
             raise Unsupported("keyword arguments", e.lineno)
         if isinstance(f, ast.Name):
@@ -679,17 +1005,25 @@ class _Exec:
                 if isinstance(v, ListV):
                     return IntV(v.n)
             if f.id == "type" and len(e.args) == 1:
-                return _class_of(self.expr(e.args[0]), e.lineno)
+                v = self.expr(e.args[0])
+                if isinstance(v, Node) and self.tr.node_class:
+                    return NodeClassV(v.t)
+                return _class_of(v, e.lineno)
+            if f.id == "list" and len(e.args) == 1:
+                v = self.expr(e.args[0])
+                if isinstance(v, ListV):  # a copy: lists are values here
+                    return v
+            if f.id == "isinstance" and len(e.args) == 2 and isinstance(e.args[1], ast.Name):
+                v = self.expr(e.args[0])
+                if isinstance(v, ExcV):
+                    cls = self.tr._exc_class(e.args[1].id, e.lineno)
+                    hits = [
+                        v.code == i + 1 for i, c in enumerate(self.tr.codes) if issubclass(c, cls)
+                    ]
+                    return BoolV(z3.Or(*hits) if hits else z3.BoolVal(False))
             raise Unsupported(f"call of {f.id}()", e.lineno)
         if isinstance(f, ast.Attribute):
             obj = self.expr(f.value)
-            if isinstance(obj, SelfV) and f.attr in self.tr.funcs:
-                target = self.tr.funcs[f.attr]
-                params = [a.arg for a in target.args.args][1:]
-                if len(params) != len(e.args):
-                    raise Unsupported(f"call of self.{f.attr} with another arity", e.lineno)
-                vals = [self.expr(a) for a in e.args]
-                return self.call(target, dict(zip(params, vals, strict=True)), e.lineno)
             if isinstance(obj, ListV) and f.attr == "append" and len(e.args) == 1:
                 v = self.expr(e.args[0])
                 if not isinstance(v, Node):

@@ -21,6 +21,7 @@ from . import (
     induction,
     listreplay,
     multikey,
+    pypool,
     pyrefine,
     refinement,
     smtlib,
@@ -81,6 +82,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "multikey": None,
         # lists of symbolic length (symlists.py, its own part): () leaves it out
         "symlists": (),
+        # impl/pool.py's touch from its source (pypool.py): in "deep" only (its cost)
+        "pool_source": False,
     },
     # `make proofs` / `make verify`
     "default": {
@@ -142,6 +145,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # lists of symbolic length: the loop proofs, the loop == model.py agreement, the
         # witnesses, the mutants (about 14 CPU s in all, measured)
         "symlists": ("proofs", "agreement", "witnesses", "mutants"),
+        # impl/pool.py's touch from its source: 67 obligations at L = 2 and 3, 69 CPU s
+        # (12-05, loaded), over the 20 s this profile can give it: in "deep"
+        "pool_source": False,
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -190,6 +196,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             multikey.EVERY_N_MUTANTS,
         ),
         "symlists": ("proofs", "agreement", "witnesses", "mutants"),
+        "pool_source": True,
     },
 }
 
@@ -1407,6 +1414,7 @@ PARTS = (
     "twopool",
     "multikey",
     "symlists",
+    "pool-source",
 )
 """The pieces of a profile that can run in separate processes (``make verify`` runs
 them side by side). BMC and the every-N induction share one: the induction's quantified
@@ -1420,6 +1428,7 @@ def run(
     source_mutants: dict[str, tuple[str, tuple[pyrefine.Patch, ...]]] | None = None,
     source_replay: SourceReplay | None = None,
     queue_replay: witnesses.Replay | None = None,
+    pool_replay: PoolReplay | None = None,
 ) -> list[ObligationResult]:
     """Every obligation of ``profile`` ("fast", "default" or "deep"), or of one of its
     :data:`PARTS` (the same rows, in the same order within the part). ``source_mutants``
@@ -1531,4 +1540,99 @@ def run(
         rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]
     if want("symlists") and p["symlists"]:
         rows += run_symlists(p["symlists"], p["ind_timeout"])
+    if want("pool-source") and p["pool_source"]:
+        rows += run_pool_source(2 * p["ind_timeout"], pool_replay=pool_replay)
+    return rows
+
+
+# -- impl/pool.py's hot paths, from their source ----------------------------------------------
+
+POOL_SOURCE_KIND = "pool-source"
+
+PoolReplay = Callable[[pypool.Case, tuple[pyrefine.Patch, ...]], str]
+"""Runs a decoded counterexample on the patched pool class and on the real one (the
+caller that may import ``impl`` passes it): "confirmed: ..." when only the patched one
+disagrees with the spec."""
+
+
+def run_pool_source(
+    timeout_ms: int = 120000,
+    mutants: dict[str, tuple[str, tuple[pyrefine.Patch, ...]]] | None = None,
+    pool_replay: PoolReplay | None = None,
+    source: str | None = None,
+) -> list[ObligationResult]:
+    """``impl/pool.py``'s ``touch`` does the spec's step, proved from its source text
+    (:mod:`kvpool.proofs.pypool`): one row for the queue contract it uses, one per
+    method, one per mutant (default: :data:`pypool.POOL_MUTANTS`), which must be refuted
+    on a small concrete pool (and, with ``pool_replay``, confirmed on the patched class).
+    Its rows fill no column of the matrix: their kind is :data:`POOL_SOURCE_KIND`."""
+    rows: list[ObligationResult] = []
+
+    def row(name: str, bounds: str, status: str, dt: float, **kw: Any) -> ObligationResult:
+        return ObligationResult(
+            name,
+            POOL_SOURCE_KIND,
+            SOURCE_TECHNIQUE,
+            ("INV-LIST", "INV-REF", "INV-FREE", "ERR-ATOMIC"),
+            bounds,
+            status,
+            dt,
+            **kw,
+        )
+
+    for r in pypool.prove_contracts(timeout_ms):
+        rows.append(
+            row("FreeKVCacheBlockQueue._remove meets touch's contract", r.step, r.status, r.seconds)
+        )
+    try:
+        results = pypool.prove(source, timeout_ms)
+    except Unsupported as exc:
+        return [
+            *rows,
+            row(
+                "BlockPool.touch does the spec's step",
+                "the source does not translate",
+                "unknown",
+                0.0,
+                replay=str(exc),
+            ),
+        ]
+    for meth in pypool.METHODS:
+        rs = [r for r in results if r.op == meth]
+        bad = [r for r in rs if r.status != "proved"]
+        status = (
+            "proved"
+            if rs and not bad
+            else ("refuted" if any(r.status == "refuted" for r in bad) else "unknown")
+        )
+        rows.append(
+            row(
+                f"BlockPool.{meth} does the spec's step, from source",
+                f"{pypool.bounds_label()} ({len(rs)} obligations)",
+                status,
+                sum(r.seconds for r in rs),
+                replay="; ".join(f"not proved: L={r.bound} {r.step} ({r.status})" for r in bad),
+            )
+        )
+    for name, (idea, patches) in (pypool.POOL_MUTANTS if mutants is None else mutants).items():
+        t0 = time.perf_counter()
+        mrow = row(f"pool.py touch [{name}]", idea, "", 0.0)
+        try:
+            with named(f"mutant: {name}"):
+                hit, case = pypool.refute(patches, timeout_ms // 4)
+        except pyrefine.PatchDoesNotApply as exc:
+            mrow.status, mrow.replay = "not-run", f"the mutant does not apply: {exc}"
+            rows.append(mrow)
+            continue
+        mrow.seconds = time.perf_counter() - t0
+        if hit is None or case is None:
+            mrow.status = "NOT-refuted"
+        elif pool_replay is None:
+            mrow.trace, mrow.status = [str(case)], "expected-refuted"
+            mrow.replay = "refuted by z3 (not replayed here: proofs import no impl)"
+        else:
+            mrow.trace, mrow.replay = [str(case)], pool_replay(case, patches)
+            ok = mrow.replay.startswith("confirmed")
+            mrow.status = "expected-refuted" if ok else "NOT-confirmed"
+        rows.append(mrow)
     return rows

@@ -172,3 +172,42 @@ def test_once_common_findings_are_accepted_the_search_compares_other_shapes(
 
 
 RARE = "error kind differs at EmitCachedBlockEvents: spec InvalidArgument, target success"
+
+
+def test_one_erratum_is_one_finding_whatever_signatures_it_shows(monkeypatch: Any) -> None:
+    """``--all`` lists an erratum once: a later finding with another signature that names
+    the same erratum (``removed-while-held`` shows as INV-EVENTS and as the event log
+    differing at ``evict_blocks`` or ``get_new_blocks``) is folded into the first, under
+    ``also``, and counts as nothing new; a finding of another erratum is listed."""
+    import kvpool.oracle.conformance as conformance
+    from kvpool.oracle.conformance import Difference
+
+    shown = [
+        ("INV-EVENTS", "removed-while-held"),
+        ("state differs at EvictBlocks (event log)", "removed-while-held"),
+        ("state differs at GetNewBlocks (event log)", "removed-while-held"),
+        ("state differs at Touch (pending watchers)", "unpin-one-watcher"),
+    ]
+    names = {sig: name for sig, name in shown}
+    found = iter(shown)
+
+    def scripted(*args: Any, **kwargs: Any) -> tuple[Difference, list[str]] | None:
+        sig = next(found, None)
+        if sig is None:
+            return None
+        return Difference(sig[0], sig[0].split(" at ")[0], sig[0]), [sig[0]]
+
+    monkeypatch.setattr(conformance, "_search", scripted)
+    # what names each finding (its signature, or its trace's event logs) is tested elsewhere
+    monkeypatch.setattr(conformance, "_erratum", lambda d, known, target: names[d.signature])
+    monkeypatch.setattr(conformance, "errata_signatures", lambda target, level: {})
+    report = conform(as_target(BlockPool), "exact", keep_going=True, patience=3)
+    assert [(d.signature, d.erratum) for d in report.findings] == [
+        ("INV-EVENTS", "removed-while-held"),
+        ("state differs at Touch (pending watchers)", "unpin-one-watcher"),
+    ]
+    assert report.findings[0].also == [
+        "state differs at EvictBlocks (event log)",
+        "state differs at GetNewBlocks (event log)",
+    ]
+    assert report.findings[0].to_json()["also_seen_as"] == report.findings[0].also

@@ -717,15 +717,19 @@ def conform(
                     break
                 continue
             difference, sigs = new
-            accept = accept.plus(*sigs)
             if names is None:
                 names = {sig: name for name, sig in errata_signatures(target, level).items()}
             difference.erratum = _erratum(difference, names, target)
             same = next((d for d in found if _same_finding(d, difference)), None)
             if same is None:
+                # Listed: accept what it is listed as. A signature the shrinker slipped
+                # from (the search met it, the minimal trace shows another) is not
+                # accepted, so that a later search meets it again and lists it.
+                accept = accept.plus(difference.signature)
                 found.append(difference)
                 idle = 0
             else:
+                accept = accept.plus(*sigs)  # nothing new: go past all of it
                 if difference.signature not in (same.signature, *same.also):
                     same.also.append(difference.signature)
                 idle += 1

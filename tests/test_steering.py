@@ -211,3 +211,30 @@ def test_one_erratum_is_one_finding_whatever_signatures_it_shows(monkeypatch: An
         "state differs at GetNewBlocks (event log)",
     ]
     assert report.findings[0].to_json()["also_seen_as"] == report.findings[0].also
+
+
+def test_a_signature_the_shrinker_slipped_from_is_met_again(monkeypatch: Any) -> None:
+    """A search that met one difference and shrank to another, not yet found, lists the
+    one it shrank to; the one it met first stays unaccepted, so a later search meets it
+    again and lists it (it was accepted with the other, and never listed)."""
+    import kvpool.oracle.conformance as conformance
+    from kvpool.oracle.conformance import Difference
+
+    met, shrunk = "result differs: value at GetUsage", "result differs: value at Touch"
+    accepted: list[frozenset[str]] = []
+
+    def scripted(*args: Any, **kwargs: Any) -> tuple[Difference, list[str]] | None:
+        accept: Acceptance = args[6]
+        accepted.append(accept.signatures)
+        if shrunk not in accept.signatures:
+            return Difference(shrunk, "result differs: value", shrunk), [met, shrunk]
+        if met not in accept.signatures:
+            return Difference(met, "result differs: value", met), [met]
+        return None
+
+    monkeypatch.setattr(conformance, "_search", scripted)
+    monkeypatch.setattr(conformance, "errata_signatures", lambda target, level: {})
+    monkeypatch.setattr(conformance, "_erratum", lambda d, known, target: None)
+    report = conform(as_target(BlockPool), "exact", keep_going=True, patience=2)
+    assert [d.signature for d in report.findings] == [shrunk, met]
+    assert accepted[1] == frozenset({shrunk})

@@ -84,7 +84,7 @@ mutation: $(STAMP)  ## mutmut over impl/ and spec/ with a fast test selection ([
 .PHONY: conform-vllm conform-mutants oracle-bench vectors
 
 conform-vllm: $(STAMP)  ## every level against vLLM 0.33.0's real pool (downloads the wheel once), the findings, the serving-workload log check
-	KVPOOL_DEEP=1 $(BIN)/python -m pytest -q tests/test_oracle_findings.py
+	KVPOOL_DEEP=1 $(BIN)/python -m pytest -q tests/test_oracle_findings.py tests/test_steering.py
 	mkdir -p build/conform-vllm
 	-for level in safety exact robust; do \
 	  $(BIN)/kvpool conform --target vllm==0.33.0 --level $$level --examples 300 \

@@ -358,7 +358,8 @@ def conform_cmd(
         )
         for i, d in enumerate(report.findings, 1):
             known = f"  [erratum {d.erratum}]" if d.erratum else ""
-            console.print(f"  {i}. {d.signature}{known}", markup=False)
+            also = f"; also seen as: {'; '.join(d.also)}" if d.also else ""
+            console.print(f"  {i}. {d.signature}{known}{also}", markup=False)
     for i, d in enumerate(report.findings, 1):
         head = f"{i}/{len(report.findings)}: " if keep_going else ""
         console.print(

@@ -51,6 +51,7 @@ from .machine import (
 )
 from .minimize import delete_steps
 from .specbranches import BranchCoverage, SpecBranches
+from .steering import Steering
 from .target_base import DROP_POOL, EVICT_FIRST, METHODS, MULTI_POOL, Target
 from .traceformat import (
     LEVELS,
@@ -305,12 +306,15 @@ def oracle_machine(
     config: LockstepConfig,
     accept: Acceptance = Acceptance(),
     coverage: Coverage | None = None,
+    steering: Steering | None = None,
 ) -> type[Any]:
     """A lockstep machine for ``target`` that honours its capabilities and records scripts.
 
     A failure whose :func:`signature` ``accept`` accepts does not end the search: the
     run goes on with the spec alone (the target's state has parted from the spec's, so
-    nothing after it would be a comparison) and counts as passing.
+    nothing after it would be a comparison) and counts as passing. ``steering``: told
+    the shape of each invalid call that shows an accepted difference (:mod:`.steering`),
+    and steers the machine's invalid calls.
     """
     base = build_machine(target.factory, config)
     evict_first = EVICT_FIRST in target.capabilities
@@ -319,6 +323,8 @@ def oracle_machine(
         op = next((s.op for s in reversed(self.trace.steps) if s.op is not None), None)
         sig = signature(rule, detail, op)
         if accept.accepts(sig, rule):
+            if steering is not None:
+                steering.spend(self.shape)
             raise _Accepted(sig)
         try:
             base.fail(self, rule, detail, traceback)  # type: ignore[attr-defined]
@@ -424,6 +430,7 @@ def oracle_machine(
             "last_actions": {},
             "coverage": coverage,
             "rule_checks": coverage.rules,
+            "steering": steering,
         },
     )
 
@@ -442,11 +449,15 @@ class Difference:
     """When the minimal trace needs more than one pool: the rule it exercises, the option."""
     erratum: str | None = None
     """The name of the vLLM 0.33.0 erratum (``docs/errata.md``) with this signature."""
+    also: list[str] = field(default_factory=list)
+    """``--all``: the other signatures under which the run met the same erratum (one
+    erratum is one finding; its trace is the first one found)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "signature": self.signature,
             "erratum": self.erratum,
+            "also_seen_as": self.also,
             "violated": self.rule,
             "message": self.message.split("\n--- trace ---")[0],
             "trace": self.trace.to_json() if self.trace else None,
@@ -661,8 +672,12 @@ def conform(
     a row (each on fresh examples) found nothing new (1: one search, unless it finds
     something; ``kvpool conform`` passes :data:`PATIENCE`); the run ends at
     :data:`MAX_FINDINGS` findings. Each finding is
-    reported once, with its own minimal trace. ``allow`` (``--allow``): differences
-    accepted from the start (see :func:`acceptance`).
+    reported once, with its own minimal trace: a new signature that is an erratum
+    already listed (``removed-while-held`` shows as INV-EVENTS and as the event log
+    differing at several calls) is added to that finding's ``also`` and is nothing new.
+    Each search after the first is steered away from the shapes of invalid call that
+    have shown an accepted difference (:mod:`.steering`). ``allow`` (``--allow``):
+    differences accepted from the start (see :func:`acceptance`).
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
@@ -675,6 +690,8 @@ def conform(
     coverage = Coverage()
     branches = SpecBranches(spec_coverage)  # one measurement over every stage and search
     found: list[Difference] = []
+    steering = Steering()  # shared by every stage and search of the run
+    names: dict[str, str] | None = None  # signature -> erratum, read at the first finding
     start = time.perf_counter()
     made = 0  # searches, every stage
     for stage in stages:
@@ -690,6 +707,7 @@ def conform(
                 accept,
                 coverage,
                 branches,
+                steering,
             )
             k += 1
             made += 1
@@ -699,11 +717,21 @@ def conform(
                     break
                 continue
             difference, sigs = new
-            accept = accept.plus(*sigs)
-            if difference.signature not in {d.signature for d in found}:
+            if names is None:
+                names = {sig: name for name, sig in errata_signatures(target, level).items()}
+            difference.erratum = _erratum(difference, names, target)
+            same = next((d for d in found if _same_finding(d, difference)), None)
+            if same is None:
+                # Listed: accept what it is listed as. A signature the shrinker slipped
+                # from (the search met it, the minimal trace shows another) is not
+                # accepted, so that a later search meets it again and lists it.
+                accept = accept.plus(difference.signature)
                 found.append(difference)
                 idle = 0
             else:
+                accept = accept.plus(*sigs)  # nothing new: go past all of it
+                if difference.signature not in (same.signature, *same.also):
+                    same.also.append(difference.signature)
                 idle += 1
             if not keep_going or idle >= patience:
                 break
@@ -711,13 +739,6 @@ def conform(
             break
     seconds = time.perf_counter() - start
     coverage.branches = branches.result()
-    if found:
-        names = {sig: name for name, sig in errata_signatures(target, level).items()}
-        for d in found:
-            d.erratum = names.get(d.signature)
-            if d.erratum is None and d.trace is not None:
-                logs = log_difference(d.trace, target)
-                d.erratum = log_erratum(*logs) if logs is not None else None
     first = found[0] if found else None
     return Report(
         target.name,
@@ -740,6 +761,21 @@ def conform(
     )
 
 
+def _erratum(d: Difference, names: dict[str, str], target: Target) -> str | None:
+    """The erratum ``d`` is: by its signature, else by the event logs its trace leaves."""
+    if d.signature in names:
+        return names[d.signature]
+    if d.trace is None:
+        return None
+    logs = log_difference(d.trace, target)
+    return log_erratum(*logs) if logs is not None else None
+
+
+def _same_finding(a: Difference, b: Difference) -> bool:
+    """One finding to ``--all``: the same signature, or the same erratum."""
+    return a.signature == b.signature or (a.erratum is not None and a.erratum == b.erratum)
+
+
 def _search(
     target: Target,
     config: LockstepConfig,
@@ -750,13 +786,17 @@ def _search(
     accept: Acceptance,
     coverage: Coverage,
     branches: SpecBranches,
+    steering: Steering | None = None,
 ) -> tuple[Difference, list[str]] | None:
     """One search, stopped at its first finding that ``accept`` does not accept.
 
     Returns the finding (shrunk, then its steps deleted) and the signatures it had in
     the search and on its minimal trace (the search accepts both from then on).
+    ``steering``: what earlier searches learnt is steered by from this one on.
     """
-    machine = oracle_machine(target, config, accept, coverage)
+    if steering is not None:
+        steering.freeze()
+    machine = oracle_machine(target, config, accept, coverage, steering)
     machine.spec_branches = branches
     if seed is not None:
         machine._hypothesis_internal_use_seed = seed

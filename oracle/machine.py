@@ -111,6 +111,7 @@ from kvpool.spec.state import NULL_BLOCK, PoolState, World
 
 from .driver import Driver, PoolFactory, WatcherAction
 from .exits import TargetCrashed, TargetHung
+from .steering import FRESH_SHARE, Shape, Steering
 from .traceformat import result_rule
 
 ALL_OPS: frozenset[str] = frozenset(cls.__name__ for cls in ALL_OP_CLASSES)
@@ -158,6 +159,7 @@ on the target's own state are :data:`~kvpool.spec.invariants.INVARIANT_NAMES`)."
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 
 def checks(*rules: str) -> Callable[[_F], _F]:
@@ -474,6 +476,8 @@ BAD_COUNTS: tuple[object, ...] = (-1, -3, True, False, 1.5, "2", None)
 NOT_BLOCKS: tuple[object, ...] = ("x", 3.5, None, (1,))
 BAD_WATCHERS: tuple[object, ...] = ("w", None, 2.0)
 BAD_KEYS: tuple[object, ...] = (None, ["unhashable"], {"a": 1})
+BAD_FLAG_NAMES = ("1", "0", "'yes'", "None")
+NOT_BLOCK_NAMES = (*map(repr, NOT_BLOCKS), "past the end")
 
 
 def _needs(
@@ -528,6 +532,8 @@ class _Lockstep(RuleBasedStateMachine):
     rule_checks: ClassVar[Counter[str]] = Counter()
     """How many times each rule was checked, by every instance of this class (a new
     counter per :func:`build_machine`): INV-* on a target state read, and each comparison."""
+    steering: ClassVar[Steering | None] = None
+    """An ``--all`` search's steering of invalid calls (:mod:`.steering`); None: none."""
 
     requests = Bundle("requests")
 
@@ -548,6 +554,8 @@ class _Lockstep(RuleBasedStateMachine):
         self.target_states: dict[int, PoolState] = {}
         self.raising: set[int] = set()
         self.action_pools: dict[int, int] = {}
+        self.shape: Shape = ()
+        """The shape of the invalid call being made (:mod:`.steering`); () for a valid call."""
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -580,6 +588,47 @@ class _Lockstep(RuleBasedStateMachine):
         self.held[rid] = entries
         return rid
 
+    def steer(
+        self,
+        data: st.DataObject,
+        label: str,
+        options: Sequence[_T],
+        names: Sequence[str] | None = None,
+    ) -> _T:
+        """``data.draw(st.sampled_from(options))`` for a choice that shapes an invalid call,
+        steered to options whose shape has not yet shown an accepted difference
+        (:mod:`.steering`). ``names``: each option's name in the shape (default ``str``).
+        With no steering, or nothing to steer by here, the draw is the plain one."""
+        named = [str(o) for o in options] if names is None else list(names)
+        steering = type(self).steering
+        path = self.shape
+        if steering is not None:
+            steering.note(path, named)
+            fresh = steering.fresh(path, named)
+            if fresh is not None and data.draw(st.integers(0, FRESH_SHARE), label="steered"):
+                i = named.index(data.draw(st.sampled_from(fresh), label=label))
+                self.shape = (*path, named[i])
+                return options[i]
+        value = data.draw(st.sampled_from(options), label=label)
+        at = next((j for j, o in enumerate(options) if o is value), None)
+        self.shape = (*path, named[options.index(value) if at is None else at])
+        return value
+
+    def steer_bool(self, data: st.DataObject, label: str, names: tuple[str, str]) -> bool:
+        """``data.draw(st.booleans())`` for a choice that shapes an invalid call, steered as
+        :meth:`steer` (``names``: of False, of True)."""
+        steering = type(self).steering
+        path = self.shape
+        if steering is not None:
+            steering.note(path, names)
+            fresh = steering.fresh(path, names)
+            if fresh is not None and data.draw(st.integers(0, FRESH_SHARE), label="steered"):
+                self.shape = (*path, fresh[0])
+                return fresh[0] == names[1]
+        value = data.draw(st.booleans(), label=label)
+        self.shape = (*path, names[int(value)])
+        return value
+
     def spec_apply(self, op: Op) -> Outcome:
         """The spec's side of a call (a subclass may measure it: ``kvpool conform`` does)."""
         return self.world.apply(op)
@@ -608,6 +657,14 @@ class _Lockstep(RuleBasedStateMachine):
             spec_before = [self.ps(i).snapshot() for i in self.alive()]
             target_before = self.read_target_states() if spaced else {}
         expected = self.spec_apply(op)
+        if refused:  # the refusal kind ends the call's shape (:mod:`.steering`)
+            kind = "accepted" if expected.ok else str(expected.error)
+            steering = type(self).steering
+            if steering is not None:
+                steering.note(self.shape, [kind])
+            self.shape = (*self.shape, kind)
+        else:
+            self.shape = ()
         try:
             observed = driver.execute(op)
         except TargetHung as exc:  # past the per-call timeout: a finding, shrunk like any
@@ -838,6 +895,7 @@ class _Lockstep(RuleBasedStateMachine):
         tokens = self.tokens(p, data)
         keyed = [e for e in entries if ps.key[e.block] is not None and ps.ref[e.block] >= 1]
         if keyed and self.config.level == "robust" and data.draw(st.booleans(), label="recache"):
+            self.shape = ("cache_request",)
             again = data.draw(st.sampled_from(keyed), label="cached block")
             self.do(CacheBlocks((again,), (tokens,), pool=p), refused=True)
             return
@@ -1279,14 +1337,23 @@ class _Lockstep(RuleBasedStateMachine):
         ]
         if len(self.world.pools) == 1 and "foreign_block" in kinds:
             kinds.remove("foreign_block")
-        if kinds:
-            getattr(self, data.draw(st.sampled_from(kinds), label="invalid call"))(data)
+        if not kinds:
+            return
+        self.shape = ()
+        steering = type(self).steering
+        # every kind of invalid call has shown an accepted difference: one in
+        # FRESH_SHARE + 1 is still made, the rest of the steps go to valid calls
+        spent = steering is not None and steering.is_spent(())
+        if spent and data.draw(st.integers(0, FRESH_SHARE), label="spent: skip"):
+            return
+        getattr(self, self.steer(data, "invalid call", kinds))(data)
 
     def bad_count(self, data: st.DataObject) -> None:
         """get_new_blocks with a count that is negative, not an int, or too large."""
         p = data.draw(st.sampled_from(self.alive()), label="pool")
         free = len(self.ps(p).free)
-        n = data.draw(st.sampled_from([*BAD_COUNTS, free + 1, free + 5]), label="n")
+        names = [*map(repr, BAD_COUNTS), "free + 1", "free + 5"]
+        n = self.steer(data, "n", [*BAD_COUNTS, free + 1, free + 5], names)
         self.do(GetNewBlocks(n, pool=p), refused=True)
 
     def over_free(self, data: st.DataObject) -> None:
@@ -1311,13 +1378,12 @@ class _Lockstep(RuleBasedStateMachine):
         """free_blocks with a non-bool evict_first or an entry that is no block."""
         p = data.draw(st.sampled_from(self.alive()), label="pool")
         prefix = self.some_held(p)
-        if data.draw(st.booleans(), label="evict_first is bad"):
-            ef = data.draw(st.sampled_from([1, 0, "yes", None]), label="evict_first")
+        if self.steer_bool(data, "evict_first is bad", ("entry", "evict_first")):
+            ef = self.steer(data, "evict_first", [1, 0, "yes", None], BAD_FLAG_NAMES)
             self.do(FreeBlocks(tuple(prefix), ef, pool=p), refused=True)
         else:
-            bad = data.draw(
-                st.sampled_from([*NOT_BLOCKS, BlockRef(p, self.ps(p).num_blocks)]), label="entry"
-            )
+            past = BlockRef(p, self.ps(p).num_blocks)
+            bad = self.steer(data, "entry", [*NOT_BLOCKS, past], NOT_BLOCK_NAMES)
             self.do(FreeBlocks((*prefix, bad), pool=p), refused=True)
 
     def foreign_block(self, data: st.DataObject) -> None:
@@ -1330,7 +1396,7 @@ class _Lockstep(RuleBasedStateMachine):
         q = data.draw(st.sampled_from(others), label="other pool")
         alien = BlockRef(q, data.draw(st.integers(1, self.ps(q).num_blocks - 1), label="block"))
         prefix = self.some_held(p)
-        which = data.draw(st.sampled_from(["touch", "unpin", "cache", "writable"]), label="op")
+        which = self.steer(data, "op", ["touch", "unpin", "cache", "writable"])
         op: Op
         if which == "touch":
             op = Touch((*prefix, alien), pool=p)
@@ -1350,7 +1416,7 @@ class _Lockstep(RuleBasedStateMachine):
         p = data.draw(st.sampled_from(self.alive()), label="pool")
         null = BlockRef(p, NULL_BLOCK)
         prefix = self.some_held(p)
-        which = data.draw(st.sampled_from(["unpin", "cache", "evict"]), label="op")
+        which = self.steer(data, "op", ["unpin", "cache", "evict"])
         op: Op
         if which == "unpin":
             op = UnpinBlocks((*prefix, null), watcher, pool=p)
@@ -1368,8 +1434,8 @@ class _Lockstep(RuleBasedStateMachine):
         p = data.draw(st.sampled_from(self.alive()), label="pool")
         ps = self.ps(p)
         prefix = self.some_held(p)
-        if ps.num_blocks < 2 or data.draw(st.booleans(), label="bad watcher"):
-            w = data.draw(st.sampled_from(BAD_WATCHERS), label="watcher")
+        if ps.num_blocks < 2 or self.steer_bool(data, "bad watcher", ("count", "watcher")):
+            w = self.steer(data, "watcher", BAD_WATCHERS, [*map(repr, BAD_WATCHERS)])
             self.do(UnpinBlocks(tuple(prefix), w, pool=p), refused=True)
             return
         b = data.draw(st.integers(1, ps.num_blocks - 1), label="block")
@@ -1392,14 +1458,14 @@ class _Lockstep(RuleBasedStateMachine):
                 cases.append("not in use")
             if uncached:
                 cases.append("twice")
-        case = data.draw(st.sampled_from(cases), label="case")
+        case = self.steer(data, "case", cases)
         blocks: tuple[object, ...]
         keys: tuple[object, ...]
         if case == "length":
             blocks, keys = tuple(uncached[:1]), ("k1", "k2")
         elif case == "bad key":
             blocks = tuple(uncached[:1]) or (BlockRef(p, NULL_BLOCK),)
-            keys = (data.draw(st.sampled_from(BAD_KEYS), label="key"),)
+            keys = (self.steer(data, "key", BAD_KEYS, [*map(repr, BAD_KEYS)]),)
         elif case == "caching off":
             blocks, keys = (data.draw(st.sampled_from(used), label="block"),), ("k",)
         elif case == "already cached":
@@ -1420,8 +1486,10 @@ class _Lockstep(RuleBasedStateMachine):
         """evict_blocks with an id out of range or not an int; get_cached_block, unhashable key."""
         p = data.draw(st.sampled_from(self.alive()), label="pool")
         n = self.ps(p).num_blocks
-        if data.draw(st.booleans(), label="evict"):
-            bad = data.draw(st.sampled_from([-1, -n, n, n + 3, "1", 1.0, True, None]), label="id")
+        if self.steer_bool(data, "evict", ("key", "evict")):
+            ids = [-1, -n, n, n + 3, "1", 1.0, True, None]
+            names = ["-1", "-n", "n", "n + 3", "'1'", "1.0", "True", "None"]
+            bad = self.steer(data, "id", ids, names)
             good = [e.block for e in self.some_held(p)]
             self.do(EvictBlocks((*good, bad), pool=p), refused=True)
         else:
@@ -1439,7 +1507,7 @@ class _Lockstep(RuleBasedStateMachine):
         ps = self.ps(p)
         if ps.num_blocks < 2:
             return
-        kind = data.draw(st.sampled_from([o for o in MULTIKEY_OPS if o in caps]), label="call")
+        kind = self.steer(data, "call", [o for o in MULTIKEY_OPS if o in caps])
         req, tokens = self.mk_request(p, data)
         bs = data.draw(st.sampled_from(BLOCK_SIZES), label="block_size")
         g = data.draw(GROUPS, label="group")
@@ -1449,9 +1517,9 @@ class _Lockstep(RuleBasedStateMachine):
         keyed = [BlockRef(p, b) for b in range(1, ps.num_blocks) if ps.key[b] is not None]
         others = [q for q in self.alive() if q != p and self.ps(q).num_blocks > 1]
         alien = BlockRef(others[0], 1) if others else None
-        bad_group = st.sampled_from([-1, 1 << 32, "0", None, 1.0])
-        bad_size = st.sampled_from([0, -16, 8, 24, "16", None])
-        bad_request = st.sampled_from(["request", None, (b"h0:a",)])
+        bad_group: list[object] = [-1, 1 << 32, "0", None, 1.0]
+        bad_size: list[object] = [0, -16, 8, 24, "16", None]
+        bad_request: list[object] = ["request", None, (b"h0:a",)]
         cases = ["block_size", "group", "request"]
         if not ps.caching:
             cases.append("caching off")
@@ -1471,7 +1539,7 @@ class _Lockstep(RuleBasedStateMachine):
         elif kind in ("GetCachedBlockGroups", "EmitCachedBlockEvents"):
             cases = []
         cases += case_of[kind]
-        case = data.draw(st.sampled_from(cases), label="case")
+        case = self.steer(data, "case", cases)
         op: Op
         if kind == "CachePartialBlock":
             n: object = HASH_UNIT * len(tokens)
@@ -1482,15 +1550,16 @@ class _Lockstep(RuleBasedStateMachine):
             again: object = False
             if case == "num_tokens":
                 over = HASH_UNIT * (len(tokens) + 1)
-                n = data.draw(st.sampled_from([0, -16, 8, over, "16", None]), label="n")
+                bad_n: list[object] = [0, -16, 8, over, "16", None]
+                n = self.steer(data, "n", bad_n, ["0", "-16", "8", "over", "'16'", "None"])
             elif case == "replace":
-                again = data.draw(st.sampled_from([1, 0, "yes", None]), label="replace")
+                again = self.steer(data, "replace", [1, 0, "yes", None], BAD_FLAG_NAMES)
             elif case == "block_size":
-                size = data.draw(bad_size, label="bad block_size")
+                size = self.steer(data, "bad block_size", bad_size, [*map(repr, bad_size)])
             elif case == "group":
-                group = data.draw(bad_group, label="bad group")
+                group = self.steer(data, "bad group", bad_group, [*map(repr, bad_group)])
             elif case == "request":
-                request = data.draw(bad_request, label="bad request")
+                request = self.steer(data, "bad request", bad_request, [*map(repr, bad_request)])
             elif case == "not in use":
                 block = data.draw(st.sampled_from(free), label="free block")
             elif case == "foreign":
@@ -1503,9 +1572,11 @@ class _Lockstep(RuleBasedStateMachine):
             dst: object = some
             if case == "null":
                 null = BlockRef(p, NULL_BLOCK)
-                src, dst = (null, dst) if data.draw(st.booleans(), label="src") else (src, null)
+                null_src = self.steer_bool(data, "src", ("null dst", "null src"))
+                src, dst = (null, dst) if null_src else (src, null)
             elif case == "not a block":
-                dst = data.draw(st.sampled_from([*NOT_BLOCKS, BlockRef(p, ps.num_blocks)]))
+                past = BlockRef(p, ps.num_blocks)
+                dst = self.steer(data, "dst", [*NOT_BLOCKS, past], NOT_BLOCK_NAMES)
             elif case == "foreign":
                 dst = alien
             elif case == "dst keyed":
@@ -1520,22 +1591,23 @@ class _Lockstep(RuleBasedStateMachine):
             op = MoveBlockHashes(src, dst, pool=p)
         elif kind == "GetCachedBlockGroups":
             if case == "hash":
-                h = data.draw(st.sampled_from(["h0:a", None, 3, ["x"]]), label="bad hash")
+                bad_hash: list[object] = ["h0:a", None, 3, ["x"]]
+                h = self.steer(data, "bad hash", bad_hash, [*map(repr, bad_hash)])
                 op = GetCachedBlockGroups(h, (g,), pool=p)
             else:
-                bad = data.draw(bad_group, label="bad group")
+                bad = self.steer(data, "bad group", bad_group, [*map(repr, bad_group)])
                 op = GetCachedBlockGroups(req.block_hashes[0], (g, bad), pool=p)
         else:
             top = len(tokens) // (bs // HASH_UNIT)
             args: list[object] = [req, top, bs, g]
             if case == "counts":
-                args[1] = data.draw(st.sampled_from(BAD_COUNTS), label="bad count")
+                args[1] = self.steer(data, "bad count", BAD_COUNTS, [*map(repr, BAD_COUNTS)])
             elif case == "block_size":
-                args[2] = data.draw(bad_size, label="bad block_size")
+                args[2] = self.steer(data, "bad block_size", bad_size, [*map(repr, bad_size)])
             elif case == "group":
-                args[3] = data.draw(bad_group, label="bad group")
+                args[3] = self.steer(data, "bad group", bad_group, [*map(repr, bad_group)])
             elif case == "request":
-                args[0] = data.draw(bad_request, label="bad request")
+                args[0] = self.steer(data, "bad request", bad_request, [*map(repr, bad_request)])
             else:
                 args[1] = top + 1
             op = EmitCachedBlockEvents(args[0], args[1], args[2], args[3], pool=p)
@@ -1567,16 +1639,20 @@ class _Lockstep(RuleBasedStateMachine):
         request: object = req
         mask: tuple[object, ...] | None = None
         if case == "counts":
-            bad = data.draw(st.sampled_from(BAD_COUNTS), label="bad count")
-            nc, nf = (bad, nf) if data.draw(st.booleans(), label="which") else (nc, bad)
+            bad = self.steer(data, "bad count", BAD_COUNTS, [*map(repr, BAD_COUNTS)])
+            first = self.steer_bool(data, "which", ("num_full_blocks", "num_cached_blocks"))
+            nc, nf = (bad, nf) if first else (nc, bad)
         elif case == "block_size":
-            size = data.draw(st.sampled_from([0, -16, 8, 24, "16", None]), label="bad size")
+            sizes: list[object] = [0, -16, 8, 24, "16", None]
+            size = self.steer(data, "bad size", sizes, [*map(repr, sizes)])
         elif case == "group":
-            group = data.draw(st.sampled_from([-1, 1 << 32, "0", None]), label="bad group")
+            groups: list[object] = [-1, 1 << 32, "0", None]
+            group = self.steer(data, "bad group", groups, [*map(repr, groups)])
         elif case == "request":
-            request = data.draw(st.sampled_from(["request", None]), label="bad request")
+            request = self.steer(data, "bad request", ["request", None], ["'request'", "None"])
         elif case == "mask":
-            mask = data.draw(st.sampled_from([(), (True, True, True), (1,)]), label="bad mask")
+            masks: list[tuple[object, ...]] = [(), (True, True, True), (1,)]
+            mask = self.steer(data, "bad mask", masks, ["()", "(True, True, True)", "(1,)"])
         elif case == "too many":
             nf = len(blocks) + 1
         elif case == "hashes":

@@ -540,9 +540,9 @@ MUTANTS: tuple[Mutant, ...] = (
         ("INV-LIST", "state differs"),
         pool=(
             (
-                "                if block._pool is mark:\n"
+                "                if type(block) is KVCacheBlock and block._pool is mark:\n"
                 "                    ref_cnt = block.ref_cnt - 1\n",
-                "                if block._pool is mark or (\n"
+                "                if type(block) is KVCacheBlock and block._pool is mark or (\n"
                 "                    not block.is_null and block.pool is not None\n"
                 "                    and block.pool()\n"
                 "                ):\n"

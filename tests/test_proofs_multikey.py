@@ -132,11 +132,14 @@ def test_key_invariants_every_n_and_a_mutant_refuted() -> None:
     goals = mk.every_n_goals(ops=ops)
     assert {(g.name, g.kind) for g in goals} >= {("INV-CACHE", "init"), ("INV-CACHE", "step")}
     assert [g for g in goals if g.status != "proved"] == []
-    bad = mk.every_n_goals(frozenset(["mk-promote-keeps-index"]), ops=("CacheFullBlocks",))
-    assert [(g.name, g.status) for g in bad if g.kind == "step"] == [
-        ("INV-CACHE", "refuted"),
-        ("INV-EVENTS", "proved"),
-    ]
+    # (A counterexample to a quantified step is a model search whose end depends on z3's
+    # seed: every_n_refutes asks again at other seeds while the answer is unknown; asked
+    # once, at seed 0, this refutation came back unknown under load in CI.)
+    assert mk.every_n_refutes("mk-promote-keeps-index")[0] == "refuted"
+    bad = mk.every_n_goals(
+        frozenset(["mk-promote-keeps-index"]), ops=("CacheFullBlocks",), names=("INV-EVENTS",)
+    )
+    assert [(g.name, g.status) for g in bad if g.kind == "step"] == [("INV-EVENTS", "proved")]
     assert mk.every_n_refutes("mk-evict-primary-only")[0] == "refuted"
 
 

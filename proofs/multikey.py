@@ -80,7 +80,7 @@ from kvpool.spec import (
 from kvpool.spec.keys import removed
 
 from . import fixedn, props
-from .differential import _Subst, encoded_outcome, spec_comparable_outcome
+from .differential import _Subst, catch_row, encoded_outcome, spec_comparable_outcome
 from .fixedn import Goal, conjuncts
 from .model import (
     ERR,
@@ -1827,22 +1827,12 @@ def differential_rows(samples: int, mutants: bool = True) -> list[dict[str, Any]
         )
     ]
     for bug in (*MUTANTS, *DIFF_ONLY_MUTANTS) if mutants else ():
-        t0 = time.perf_counter()
-        done, miss = differential(samples, frozenset([bug]), stop_at_first=True)
-        out.append(
-            dict(
-                obligation=f"differential (multi-key) catches [{bug}]",
-                kind="differential",
-                technique="differential",
-                invariants=(),
-                bounds=f"multi-key: [{bug}] caught after {done} pairs"
-                if miss
-                else f"multi-key: [{bug}] not caught in {done} pairs",
-                status="caught" if miss else "missed",
-                seconds=time.perf_counter() - t0,
-                trace=miss[:1],
-            )
-        )
+
+        def run(bug: str = bug) -> tuple[int, list[str]]:
+            done, miss = differential(samples, frozenset([bug]), stop_at_first=True)
+            return done, miss[:1]
+
+        out.append(catch_row("multi-key", "multi-key", bug, run))
     return out
 
 

@@ -1437,22 +1437,12 @@ def diff_rows(samples: int) -> list[dict[str, Any]]:
         )
     )
     for bug in BUGS:
-        t0 = time.perf_counter()
-        done, bad = diff_run(samples, frozenset([bug]), stop_at_first=True)
-        out.append(
-            dict(
-                obligation=f"differential (two pools) catches [{bug}]",
-                kind="differential",
-                technique="differential",
-                invariants=(),
-                bounds=f"two-pool: [{bug}] caught after {done} pairs"
-                if bad
-                else f"two-pool: [{bug}] not caught in {done} pairs",
-                status="caught" if bad else "missed",
-                seconds=time.perf_counter() - t0,
-                trace=bad[:1],
-            )
-        )
+
+        def run(bug: str = bug) -> tuple[int, list[str]]:
+            done, bad = diff_run(samples, frozenset([bug]), stop_at_first=True)
+            return done, bad[:1]
+
+        out.append(differential.catch_row("two pools", "two-pool", bug, run))
     return out
 
 

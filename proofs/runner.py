@@ -1295,12 +1295,7 @@ def run_source(
         ]
     for meth in pyrefine.METHODS:
         rs = [r for r in results if r.op == meth]
-        bad = [r for r in rs if r.status != "proved"]
-        status = (
-            "proved"
-            if rs and not bad
-            else ("refuted" if any(r.status == "refuted" for r in bad) else "unknown")
-        )
+        status, bad = _goals_status(rs)
         rows.append(
             ObligationResult(
                 f"FreeKVCacheBlockQueue.{meth} refines seq",
@@ -1599,12 +1594,7 @@ def run_pool_source(
         ]
     for meth in pypool.METHODS:
         rs = [r for r in results if r.op == meth]
-        bad = [r for r in rs if r.status != "proved"]
-        status = (
-            "proved"
-            if rs and not bad
-            else ("refuted" if any(r.status == "refuted" for r in bad) else "unknown")
-        )
+        status, bad = _goals_status(rs)
         rows.append(
             row(
                 f"BlockPool.{meth} does the spec's step, from source",

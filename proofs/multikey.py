@@ -791,30 +791,10 @@ def inv_cache(mc: MConfig, s: MState) -> z3.BoolRef:
     return d.forall(0, d.N, agree)
 
 
-STATE_OBLIGATIONS = (
-    "INV-REF",
-    "INV-FREE",
-    "INV-NULL",
-    "INV-WATCH",
-    "INV-CACHE",
-    "INV-EVENTS",
-    "INV-CONSERVE",
-    "RANK-BOUNDS",
-    "LO-HI",
-    "WATCH-PER-BLOCK",
-)
-STEP_RULES = (
-    "ORD-HANDOUT",
-    "ORD-RELEASE",
-    "ORD-UNPIN",
-    "WATCH-FIRE",
-    "ERR-ATOMIC",
-    "RES-CACHED",
-    "RES-RESET",
-    "RES-NUMFREE",
-    "RES-GROUPS",
-    "MOVE-SILENT",
-)
+STATE_OBLIGATIONS = fixedn.STATE_OBLIGATIONS
+"""fixedn's hypothesis parts, read for blocks with several keys (:func:`state_obligations`)."""
+STEP_RULES = (*fixedn.STEP_RULES, "RES-GROUPS", "MOVE-SILENT")
+"""fixedn's step rules and this module's own two (:data:`OWN_RULES`)."""
 OWN_RULES = {
     "RES-GROUPS": "get_cached_block(hash, groups): the oldest holder of (hash, g) for each "
     "group g in order, or None if some group has none (all or nothing)",

@@ -72,7 +72,7 @@ from .pysource import (
     Translation,
     Value,
 )
-from .refinement import Seq, seq_remove
+from .refinement import Lst, R, Seq, seq_remove
 
 L = 2
 """Lists of at most this many entries, every obligation (the loops over them are
@@ -113,30 +113,9 @@ def _ghost(a: Seq) -> tuple[Any, ...]:
 def R_core(h: Heap, a: Seq) -> z3.BoolRef:
     """``RC`` less "a block outside the list has no links": the list from the head is
     ``a`` (links mirrored, counter, sentinels' outer links)."""
-    i, b = z3.Ints("ci cb")
-    s, n, pos = a.s, a.n, a.pos
     return z3.And(
-        n >= 0,
-        z3.ForAll([i], z3.Implies(z3.And(i >= 0, i < n), z3.And(s[i] >= 0, pos[s[i]] == i))),
-        z3.ForAll(
-            [b],
-            z3.Implies(
-                b >= 0, z3.Or(z3.And(pos[b] >= 0, pos[b] < n, s[pos[b]] == b), pos[b] == -1)
-            ),
-        ),
-        h.nxt[HEAD] == z3.If(n == 0, TAIL, s[0]),
-        h.prv[TAIL] == z3.If(n == 0, HEAD, s[n - 1]),
-        z3.ForAll(
-            [i],
-            z3.Implies(
-                z3.And(i >= 0, i < n),
-                z3.And(
-                    h.nxt[s[i]] == z3.If(i == n - 1, TAIL, s[i + 1]),
-                    h.prv[s[i]] == z3.If(i == 0, HEAD, s[i - 1]),
-                ),
-            ),
-        ),
-        h.cnt == n,
+        R(Lst(h.nxt, h.prv), a, outsiders_unlinked=False),
+        h.cnt == a.n,
         h.prv[HEAD] == NONE,
         h.nxt[TAIL] == NONE,
     )

@@ -43,10 +43,15 @@ class Seq:
     pos: Any
 
 
-def R(c: Lst, a: Seq) -> z3.BoolRef:
-    """The list ``c`` represents the sequence ``a`` (and is well formed: INV-LIST)."""
+def R(c: Lst, a: Seq, *, outsiders_unlinked: bool = True) -> z3.BoolRef:
+    """The list ``c`` represents the sequence ``a`` (and is well formed: INV-LIST).
+    Without ``outsiders_unlinked``, a block outside the list may keep links (the pool's
+    ``touch`` keeps a borrowed one while it runs: ``pypool.R_core``)."""
     i, b = z3.Ints("ri rb")
     s, n, pos = a.s, a.n, a.pos
+    outside = z3.And(pos[b] == -1, c.nxt[b] == NONE, c.prv[b] == NONE)
+    if not outsiders_unlinked:
+        outside = pos[b] == -1
     return z3.And(
         n >= 0,
         z3.ForAll([i], z3.Implies(z3.And(i >= 0, i < n), z3.And(s[i] >= 0, pos[s[i]] == i))),
@@ -56,7 +61,7 @@ def R(c: Lst, a: Seq) -> z3.BoolRef:
                 b >= 0,
                 z3.Or(
                     z3.And(pos[b] >= 0, pos[b] < n, s[pos[b]] == b),
-                    z3.And(pos[b] == -1, c.nxt[b] == NONE, c.prv[b] == NONE),
+                    outside,
                 ),
             ),
         ),

@@ -41,6 +41,7 @@ from .model import (
     State,
     args_domain,
     fresh_args,
+    goals_status,
     int_sort,
     isolated_checks,
     iv,
@@ -134,12 +135,7 @@ def rows(
             keep.setdefault(n, []).extend([*inits.values(), *(g for gs in by.values() for g in gs)])
         for name in fixedn.SEQ_GOALS:
             gs = ([inits[name]] if name in inits else []) + by.get(name, [])
-            bad = [g for g in gs if g.status != "proved"]
-            status = (
-                "proved"
-                if gs and not bad
-                else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-            )
+            status, bad = goals_status(gs)
             obligation = "INV-EVENTS (log as a sequence)" if name == "INV-EVENTS" else name
             out.append(
                 dict(
@@ -222,12 +218,7 @@ def nested_rows(
         gs = nested_goals(n, timeout_ms)
         if keep is not None:
             keep.setdefault(n, []).extend(gs)
-        bad = [g for g in gs if g.status != "proved"]
-        status = (
-            "proved"
-            if not bad
-            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-        )
+        status, bad = goals_status(gs)
         out.append(
             dict(
                 obligation="NESTED-STEP",

@@ -1297,3 +1297,13 @@ def isolated_checks(
         if res != z3.unsat:
             break
     return out
+
+
+def goals_status(goals: Sequence[Any]) -> tuple[str, list[Any]]:
+    """A row's status from its goals, and the goals not proved: "proved" only if there
+    are goals and every one is (a row with none proves nothing), else "refuted" if z3
+    refuted one, else "unknown"."""
+    bad = [g for g in goals if g.status != "proved"]
+    if goals and not bad:
+        return "proved", bad
+    return ("refuted" if any(g.status == "refuted" for g in bad) else "unknown"), bad

@@ -95,6 +95,7 @@ from .model import (
     args_domain,
     fresh_args,
     fresh_state,
+    goals_status,
     in_queue,
     initial,
     int_sort,
@@ -1716,12 +1717,7 @@ def rows(ns: tuple[int, ...], timeout_ms: int = 120000) -> list[dict[str, Any]]:
         by["INV-WATCH"] = [lemma_goal(st)]
         for name in (*STATE_OBLIGATIONS, *STEP_RULES):
             gs = ([inits[name]] if name in inits else []) + by.get(name, [])
-            bad = [g for g in gs if g.status != "proved"]
-            status = (
-                "proved"
-                if gs and not bad
-                else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-            )
+            status, bad = goals_status(gs)
             how = (
                 "lemma from WATCH-PER-BLOCK"
                 if name == "INV-WATCH"

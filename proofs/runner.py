@@ -31,7 +31,7 @@ from . import (
     twopool,
     witnesses,
 )
-from .model import OPS, Record, named, recording
+from .model import OPS, Record, goals_status, named, recording
 from .mutants import MUTANTS, BuggyWorld, world_class
 from .props import STRONG_PARTS
 from .pysource import Translation, Unsupported
@@ -371,12 +371,7 @@ def run_induction(timeout_ms: int) -> list[ObligationResult]:
     for g in goals:
         by_part.setdefault(g.name, []).append(g)
     for part, gs in by_part.items():
-        bad = [g for g in gs if g.status != "proved"]
-        status = (
-            "proved"
-            if not bad
-            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-        )
+        status, bad = goals_status(gs)
         note = (
             "" if not bad else "not proved for: " + ", ".join(f"{g.op} ({g.status})" for g in bad)
         )
@@ -558,15 +553,6 @@ COUNTING_MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def _goals_status(goals: list[Any]) -> tuple[str, list[Any]]:
-    """A row's status from its goals (proved only if there are some and all are), and the
-    goals not proved."""
-    bad = [g for g in goals if g.status != "proved"]
-    if goals and not bad:
-        return "proved", bad
-    return ("refuted" if any(g.status == "refuted" for g in bad) else "unknown"), bad
-
-
 def _decode_pre(mdl: z3.ModelRef, cfg: Any, s: Any, N: int) -> Any:
     """The spec's pool state a model of the every-N encoding describes (N blocks)."""
     caching = z3.is_true(mdl.eval(cfg.caching, model_completion=True))
@@ -582,7 +568,7 @@ def _goal_rows(
     rows = []
     for name in names:
         mine = [g for g in gs if g.name == name]
-        status, bad = _goals_status(mine)
+        status, bad = goals_status(mine)
         rows.append(
             ObligationResult(
                 title.format(name),
@@ -953,12 +939,7 @@ def run_fixedn(
         for name, gs in by.items():
             if name in inits:
                 gs = [inits[name], *gs]
-            bad = [g for g in gs if g.status != "proved"]
-            status = (
-                "proved"
-                if not bad
-                else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-            )
+            status, bad = goals_status(gs)
             how = (
                 f"lemma from {fixedn.LEMMAS[name]}"
                 if name in fixedn.LEMMAS
@@ -1295,7 +1276,7 @@ def run_source(
         ]
     for meth in pyrefine.METHODS:
         rs = [r for r in results if r.op == meth]
-        status, bad = _goals_status(rs)
+        status, bad = goals_status(rs)
         rows.append(
             ObligationResult(
                 f"FreeKVCacheBlockQueue.{meth} refines seq",
@@ -1594,7 +1575,7 @@ def run_pool_source(
         ]
     for meth in pypool.METHODS:
         rs = [r for r in results if r.op == meth]
-        status, bad = _goals_status(rs)
+        status, bad = goals_status(rs)
         rows.append(
             row(
                 f"BlockPool.{meth} does the spec's step, from source",

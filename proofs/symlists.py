@@ -60,6 +60,7 @@ from .model import (
     drop_key,
     fresh_args,
     fresh_state,
+    goals_status,
     guarded,
     hypothesis_model,
     isolated_check,
@@ -1141,12 +1142,7 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
     out = []
     for p in PARTS:
         mine = [g for g in gs if g.name == p]
-        bad = [g for g in mine if g.status != "proved"]
-        status = (
-            "proved"
-            if mine and not bad
-            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-        )
+        status, bad = goals_status(mine)
         invs = (p,) if p in COUNT_PARTS else props.STRONG_PARTS[p]
         out.append(
             dict(
@@ -1172,7 +1168,7 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
                 technique="z3 induction",
                 invariants=(rule,),
                 bounds=f"{BOUNDS}; loop init/step/exit",
-                status=_status(mine),
+                status=goals_status(mine)[0],
                 seconds=sum(g.seconds for g in mine),
                 replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
             )
@@ -1185,7 +1181,7 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
             technique="z3 induction",
             invariants=("WATCH-FIRE",),
             bounds=f"{BOUNDS}; {len(LIST_OPS)} list calls x loop init/step/exit",
-            status=_status(ws),
+            status=goals_status(ws)[0],
             seconds=sum(g.seconds for g in ws),
             replay="; ".join(
                 f"not proved: {g.op} {g.case} ({g.status})" for g in ws if g.status != "proved"
@@ -1193,12 +1189,6 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
         )
     )
     return out
-
-
-def _status(gs: list[Goal]) -> str:
-    if gs and all(g.status == "proved" for g in gs):
-        return "proved"
-    return "refuted" if any(g.status == "refuted" for g in gs) else "unknown"
 
 
 def agreement_row(timeout_ms: int = 60000, n: int = UNROLL) -> dict[str, Any]:

@@ -77,6 +77,7 @@ from .model import (
     _underflow,
     fresh_args,
     fresh_state,
+    goals_status,
     initial,
     int_sort,
     isolated_check,
@@ -593,12 +594,7 @@ def rows(sizes: tuple[tuple[int, int], ...], timeout_ms: int) -> list[dict[str, 
             cases = len(gs)
             if name in inits:
                 gs = [inits[name], *gs]
-            bad = [g for g in gs if g.status != "proved"]
-            status = (
-                "proved"
-                if not bad
-                else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-            )
+            status, bad = goals_status(gs)
             out.append(
                 dict(
                     obligation=f"{name} (two pools)",
@@ -710,12 +706,7 @@ def every_n_rows(timeout_ms: int) -> list[dict[str, Any]]:
                     goals[g.name].append(g)
     out = []
     for name, gs in goals.items():
-        bad = [g for g in gs if g.status != "proved"]
-        status = (
-            "proved"
-            if not bad
-            else ("refuted" if any(g.status == "refuted" for g in bad) else "unknown")
-        )
+        status, bad = goals_status(gs)
         out.append(
             dict(
                 obligation=f"S and T => {name} (two pools)",

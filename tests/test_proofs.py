@@ -570,3 +570,18 @@ def test_both_solvers_are_pinned_everywhere_and_installed_at_the_pin() -> None:
     # the check can fail: a range is not a pin
     loose = _solver_pins({"x": ["z3-solver>=4.13"], "y": ["z3-solver==5.4.1.0"]})
     assert loose["z3-solver"] == {">=4.13", "==5.4.1.0"}
+
+
+def test_a_row_is_proved_only_by_goals_all_proved() -> None:
+    """One status rule for every proof part's rows (``model.goals_status``): a row with no
+    goals proves nothing (several parts had their own copy, where an empty list was
+    "proved"), a refuted goal makes it "refuted", anything else unproved "unknown"."""
+    from types import SimpleNamespace as G
+
+    from kvpool.proofs.model import goals_status
+
+    assert goals_status([G(status="proved"), G(status="proved")]) == ("proved", [])
+    assert goals_status([])[0] == "unknown"
+    unk = G(status="unknown")
+    assert goals_status([G(status="proved"), unk]) == ("unknown", [unk])
+    assert goals_status([unk, G(status="refuted")])[0] == "refuted"

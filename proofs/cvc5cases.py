@@ -20,6 +20,7 @@ from collections.abc import Callable
 import z3  # type: ignore[import-untyped]
 
 from . import smtlib
+from .model import constants
 
 Atoms = Callable[[Callable[[str], z3.ExprRef]], list[z3.BoolRef]]
 
@@ -60,7 +61,7 @@ def atoms(name: str, query: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
     case split for it, or a constant it names is not in the query)."""
     if name not in CASES:
         return None
-    consts = smtlib.constants(query)
+    consts = constants(query)
 
     def c(x: str) -> z3.ExprRef:
         if x not in consts:

@@ -1307,3 +1307,22 @@ def goals_status(goals: Sequence[Any]) -> tuple[str, list[Any]]:
     if goals and not bad:
         return "proved", bad
     return ("refuted" if any(g.status == "refuted" for g in bad) else "unknown"), bad
+
+
+def constants(exprs: Sequence[z3.ExprRef]) -> dict[str, z3.ExprRef]:
+    """The uninterpreted constants of ``exprs`` (quantified bodies included), by name."""
+    out: dict[str, z3.ExprRef] = {}
+    seen: set[int] = set()
+    todo: list[z3.ExprRef] = list(exprs)
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_quantifier(e):
+            todo.append(e.body())
+        elif z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out[str(e)] = e
+        elif z3.is_app(e):
+            todo.extend(e.children())
+    return out

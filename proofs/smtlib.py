@@ -336,25 +336,6 @@ CASE_OPTIONS: tuple[dict[str, str], ...] = (
 """cvc5's settings tried in turn on each part of a case (:func:`cvc5_confirm_cases`)."""
 
 
-def constants(query: list[z3.BoolRef]) -> dict[str, z3.ExprRef]:
-    """The query's uninterpreted constants, by name (to build case atoms from)."""
-    out: dict[str, z3.ExprRef] = {}
-    seen: set[int] = set()
-    todo: list[z3.ExprRef] = list(query)
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_quantifier(e):
-            todo.append(e.body())
-            continue
-        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out[str(e)] = e
-        todo.extend(e.children())
-    return out
-
-
 def _uninterpreted(e: z3.ExprRef) -> bool:
     return bool(z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED)
 

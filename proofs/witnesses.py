@@ -37,7 +37,7 @@ import z3  # type: ignore[import-untyped]
 
 from kvpool.spec import World, check_pool
 
-from .model import Config, Record, Unbounded, fresh_args, fresh_state
+from .model import Config, Record, Unbounded, constants, fresh_args, fresh_state
 from .refinement import HEAD, NONE, TAIL
 
 WITNESS_MS = 20000
@@ -112,25 +112,6 @@ def model_of(
     return ("unsat" if res == z3.unsat else "unknown"), dt, None
 
 
-def _consts(hyp: list[z3.BoolRef]) -> list[z3.ExprRef]:
-    """The uninterpreted constants of ``hyp`` (quantified bodies included)."""
-    seen: set[int] = set()
-    out: dict[str, z3.ExprRef] = {}
-    todo: list[z3.ExprRef] = list(hyp)
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_quantifier(e):
-            todo.append(e.body())
-        elif z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out[str(e)] = e
-        elif z3.is_app(e):
-            todo.extend(e.children())
-    return list(out.values())
-
-
 def finite_support(
     hyp: list[z3.BoolRef], lo: int, hi: int, ints: tuple[int, int] | None = None
 ) -> list[z3.BoolRef]:
@@ -143,7 +124,7 @@ def finite_support(
     quantifiers over array cells are then over finitely many distinct cells, which z3's
     model-based instantiation settles, where the free arrays leave it unknown."""
     out: list[z3.BoolRef] = []
-    for c in _consts(hyp):
+    for c in constants(hyp).values():
         srt = c.sort()
         if srt == z3.IntSort():
             ilo, ihi = ints or (lo, hi)

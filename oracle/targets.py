@@ -37,6 +37,7 @@ import re
 import sys
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kvpool.spec.errors import ERROR_CLASSES
@@ -424,6 +425,16 @@ def resolve(
     return _probed(name, factory, timeout)
 
 
+def _path_hint(missing: str) -> str:
+    """A hint when the module the user named sits in the current directory: ``python:``
+    imports the way Python does, and the ``kvpool`` script's path does not include it."""
+    top = missing.split(".", 1)[0]
+    here = Path.cwd()
+    if (here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file():
+        return f" on sys.path ({top!r} is in the current directory: run with PYTHONPATH=.)"
+    return " (python: imports the way Python does: put its directory on PYTHONPATH)"
+
+
 def _import(module: str) -> Any:
     """The module a ``python:`` target names: a wrong name is a :class:`TargetError`, a
     module that exists but raises while it is imported is :class:`TargetBroken`."""
@@ -432,7 +443,9 @@ def _import(module: str) -> Any:
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (module == missing or module.startswith(missing + ".")):
-            raise TargetError(f"cannot import {module!r}: no module named {missing!r}") from exc
+            raise TargetError(
+                f"cannot import {module!r}: no module named {missing!r}{_path_hint(missing)}"
+            ) from exc
         raise TargetBroken(
             f"importing {module!r} failed: {type(exc).__name__}: {exc}", exc
         ) from exc

@@ -274,3 +274,19 @@ def test_soak_on_a_python_target_that_hangs_is_a_finding_not_a_hang() -> None:
     )
     assert result.exit_code == VIOLATION, result.output
     assert "hung" in result.output, result.output
+
+
+def test_a_module_in_the_current_directory_gets_a_pythonpath_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The console script's sys.path holds its own directory, not the user's: a fork in
+    # the current directory is not importable, and the one-line error says what to do.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hint_fork_not_on_path.py").write_text("class Pool: pass\n")
+    result = run("conform", "-t", "python:hint_fork_not_on_path:Pool")
+    assert result.exit_code == BAD_INPUT, result.output
+    assert "PYTHONPATH=." in one_line_error(result)
+    # Elsewhere the hint says where a module is looked for, without the cwd claim.
+    result = run("conform", "-t", "python:no_such_module_anywhere:Pool")
+    line = one_line_error(result)
+    assert "current directory" not in line and "PYTHONPATH" in line

@@ -403,6 +403,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     unshown: dict[str, list[str]] = {}  # technique -> failed rows with no matrix cell
     fixed_two: dict[str, list[str]] = {}
     two_pools: dict[bool, list[tuple[str, str]]] = {}
+    two_every: dict[bool, list[str]] = {}  # two pools, every N: (ok) -> obligations
     for r in rows:
         if r.kind == proofs.POOL_SOURCE_KIND:  # its own line, only when it ran (deep)
             extra = extras.setdefault(
@@ -501,6 +502,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             # fails the column, a rule's too (the rules have no row of the matrix)
             if r.kind == "fixed-N":
                 two_pools.setdefault(r.ok, []).append((r.invariants[0], r.bounds.split(" ")[0]))
+            if r.kind == "inductive" and r.bounds.startswith("two pools, every N"):
+                two_every.setdefault(r.ok, []).append(r.invariants[0])
             if not r.ok:
                 check.ok = False
                 scope.setdefault(r.technique or "", []).append(f"NOT proved: {r.obligation}")
@@ -610,6 +613,10 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             rules = ", ".join(sorted({name for name, _ in two_pools[True]} & set(POOL_RULES)))
             scope.setdefault(check.technique, []).append(
                 f"two pools ({sizes}): each pool's INV-* and {rules} proved every k"
+            )
+        if check.technique == "z3 induction" and two_every and not two_every.get(False):
+            scope.setdefault(check.technique, []).append(
+                "two pools, every N: " + ", ".join(dict.fromkeys(two_every[True])) + " proved"
             )
         check.summary = (
             f"{n_ok} rows {'proved' if check.technique != 'z3 BMC' else 'bounded'}, "

@@ -63,6 +63,7 @@ from .model import (
     OPK,
     Config,
     Unbounded,
+    fresh_args,
     goals_status,
     hypothesis_model,
     initial,
@@ -195,10 +196,10 @@ def _seed(st: Step2, bugs: frozenset[str]) -> None:
                     [z3.And(j < a.m, a2.ep[j] == p, a.e[j] == b, b != 0) for j in range(c2.M)]
                 )
 
-            pend = [
-                d.mk(lambda b, x=x, d=d: z3.And(d.sel(x, b), z3.Not(listed(b))), z3.BoolSort())
-                for x in states[p].pend
-            ]
+            def kept(x: Any, d: Any = d) -> Any:
+                return d.mk(lambda b: z3.And(d.sel(x, b), z3.Not(listed(b))), z3.BoolSort())
+
+            pend = [kept(x) for x in states[p].pend]
             states[p] = merge(d, forwarded, replace(states[p], pend=pend), states[p])
     if "touch-foreign-skipped" in bugs:
         Ns = [cfg.dom.N for cfg in c2.cfgs]
@@ -319,9 +320,11 @@ def rule_goals(st: Step2) -> dict[str, Any]:
     for p, cfg in enumerate(st.c2.cfgs):
         d = cfg.dom
         s, u = w.s[p], t.s[p]
-        refs = d.forall(
-            1, d.N, lambda b, s=s, u=u, p=p: u.ref[b] == s.ref[b] - _entry_count(st, p, b)
-        )
+
+        def dropped_by_count(b: Any, d: Any = d, s: Any = s, u: Any = u, p: int = p) -> Any:
+            return d.sel(u.ref, b) == d.sel(s.ref, b) - _entry_count(st, p, b)
+
+        refs = d.forall(1, d.N, dropped_by_count)
         order = steprules.release_order(cfg, s, r.mapped[p], u)
         same = twopool._fields_eq(d, s, u, twopool._UNCHANGED_BY_FREE)
         out[f"FREE-FORWARD pool {p}"] = z3.Implies(
@@ -519,9 +522,10 @@ def confirm(ob_name: str, m: z3.ModelRef, good: Step2, bad: Step2) -> tuple[list
 BOUNDS = "two pools, every N_0>=1 and N_1>=1, every k, lists<=2 keys=2 watchers=2"
 
 
-def rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
-    """One row per obligation (``runner.ObligationResult(**row)``): every case proved."""
-    gs = prove(obligations(), timeout_ms)
+def rows(timeout_ms: int = 60000, st: Step2 | None = None) -> list[dict[str, Any]]:
+    """One row per obligation (``runner.ObligationResult(**row)``): every case proved
+    (on ``st``, the correct step, built when not given)."""
+    gs = prove(obligations_of(st or setting()), timeout_ms)
     out = []
     for name in NAMES:
         mine = [g for g in gs if g.name == name]
@@ -604,7 +608,7 @@ def pin(st: Step2, world: World, ghosts: dict[int, Ghost]) -> list[z3.BoolRef]:
     dummy = ConcreteArgs(0, 0, 0, (0,) * M, False, 0, 0, (1,) * M, 1, 0)
     for p, cfg in enumerate(st.c2.cfgs):
         ps = world.pools[p]
-        view = twopool._PoolView(cfg, st.w.s[p], twopool.fresh_args(cfg, "unused"), "unbounded")
+        view = twopool._PoolView(cfg, st.w.s[p], fresh_args(cfg, "unused"), "unbounded")
         subst = encode(view, ps, dummy)  # type: ignore[arg-type]
         out += [var == val for var, val in subst.pairs if not str(var).startswith("unused.")]
         out += [ps.num_blocks == cfg.dom.N, st.w.alive[p] == world.alive[p]]
@@ -637,18 +641,21 @@ def _loop_ghosts(ob: Obligation) -> list[z3.BoolRef]:
 
 
 def witness_row(
-    timeout_ms: int = 10000, bugs: frozenset[str] = frozenset(), worlds: int = 24
+    timeout_ms: int = 10000,
+    bugs: frozenset[str] = frozenset(),
+    worlds: list[World] | None = None,
+    st: Step2 | None = None,
 ) -> dict[str, Any]:
     """Every distinct hypothesis has a model whose pre-world is one the spec reaches
     (:func:`witness_worlds`, pinned by :func:`pin`; z3 chooses the call, and the loop's
     ghosts at its exit): decoded, every pool passes ``check_pool``, a count's ghosts are
     its pool's counts, and the call replayed on the spec leaves a world that passes
     ``check_pool`` too. An accepted call is preferred; the worlds are tried in turn."""
-    st = setting(bugs)
+    st = st or setting(bugs)
     obs = obligations_of(st)
     if "hyp-false" in bugs:
         obs = [replace(o, hyp=[*o.hyp, z3.BoolVal(False)]) for o in obs]
-    pool = witness_worlds(worlds)
+    pool = witness_worlds() if worlds is None else worlds
     seen: set[tuple[int, ...]] = set()
     problems: list[str] = []
     seconds, cases = 0.0, 0
@@ -711,14 +718,17 @@ def witness_row(
 
 
 def mutant_row(
-    bug: str, timeout_ms: int = 30000, worlds: list[World] | None = None
+    bug: str,
+    timeout_ms: int = 30000,
+    worlds: list[World] | None = None,
+    good: Step2 | None = None,
 ) -> dict[str, Any]:
     """``bug`` must make its obligation's every-N proof fail: a case's query (hypothesis
     and not goal) is satisfiable with its pre-world one the spec reaches (pinned as in
     :func:`witness_row`; z3 chooses the call), the cases of the bug's call kind asked
     first. The counterexample is decoded and confirmed on the spec (:func:`confirm`)."""
     name, kind, _ = BUGS[bug]
-    good, st = setting(), setting(frozenset([bug]))
+    good, st = good or setting(), setting(frozenset([bug]))
     obs = obligations_of(st, (name,))
     pool = witness_worlds() if worlds is None else worlds
     row: dict[str, Any] = dict(
@@ -762,8 +772,9 @@ def mutant_row(
 
 def all_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
     """The part: every obligation, the witnesses, each of :data:`BUGS` refuted."""
+    st, worlds = setting(), witness_worlds()
     return [
-        *rows(timeout_ms),
-        witness_row(),
-        *(mutant_row(bug, timeout_ms // 2) for bug in BUGS),
+        *rows(timeout_ms, st),
+        witness_row(worlds=worlds, st=st),
+        *(mutant_row(bug, timeout_ms // 2, worlds, st) for bug in BUGS),
     ]

@@ -520,6 +520,12 @@ def confirm(ob_name: str, m: z3.ModelRef, good: Step2, bad: Step2) -> tuple[list
 # -- rows ----------------------------------------------------------------------------------------
 
 BOUNDS = "two pools, every N_0>=1 and N_1>=1, every k, lists<=2 keys=2 watchers=2"
+GIVEN_S: tuple[str, ...] = (*PARTS, "FREE-FORWARD")
+"""The obligations whose hypothesis holds a pool's strengthened invariant S (proved
+inductive for two pools by ``twopool.every_n_rows``, in ``make proofs-deep``); DROP-GONE and
+POOL-FRAME need none."""
+GIVEN_TEXT = ", given each pool's S"
+"""What their rows' bounds say of it (``kvpool.verify.GIVEN_S`` reads it)."""
 
 
 def rows(timeout_ms: int = 60000, st: Step2 | None = None) -> list[dict[str, Any]]:
@@ -531,13 +537,14 @@ def rows(timeout_ms: int = 60000, st: Step2 | None = None) -> list[dict[str, Any
         mine = [g for g in gs if g.name == name]
         status, bad = goals_status(mine)
         how = " (ghost sums)" if name in PARTS else ""
+        given = GIVEN_TEXT if name in GIVEN_S else ""
         out.append(
             dict(
                 obligation=f"S and T => {name}{how} (two pools, every N)",
                 kind="inductive",
                 technique="z3 induction",
                 invariants=(name,),
-                bounds=f"{BOUNDS} ({len(mine)} cases)",
+                bounds=f"{BOUNDS}{given} ({len(mine)} cases)",
                 status=status,
                 seconds=sum(g.seconds for g in mine),
                 replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad[:3]),

@@ -92,25 +92,38 @@ def test_an_unknown_bug_is_refused() -> None:
 
 
 def _row(name: str, status: str) -> ObligationResult:
+    given = twopooln.GIVEN_TEXT if name in twopooln.GIVEN_S else ""
     return ObligationResult(
         f"S and T => {name} (two pools, every N)",
         "inductive",
         "z3 induction",
         (name,),
-        f"{twopooln.BOUNDS} (6 cases)",
+        f"{twopooln.BOUNDS}{given} (6 cases)",
         status,
         0.0,
     )
 
 
-def test_the_dashboard_says_every_n_for_two_pools_only_when_all_is_proved() -> None:
-    def summary(rows: list[ObligationResult]) -> tuple[bool, str]:
-        (c,) = [c for c in verify.proof_checks(rows) if c.technique == "z3 induction"]
-        return c.ok, c.summary
+def _summary(rows: list[ObligationResult]) -> tuple[bool, str]:
+    (c,) = [c for c in verify.proof_checks(rows) if c.technique == "z3 induction"]
+    return c.ok, c.summary
 
-    ok, text = summary([_row(n, "proved") for n in twopooln.NAMES])
-    assert ok and "two pools, every N: INV-CONSERVE, INV-WATCH, FREE-FORWARD" in text
-    ok, text = summary([_row("FREE-FORWARD", "refuted"), _row("DROP-GONE", "proved")])
+
+def test_the_dashboard_says_every_n_for_two_pools_only_when_all_is_proved() -> None:
+    assert verify.GIVEN_S in twopooln.GIVEN_TEXT
+    ok, text = _summary([_row(n, "proved") for n in twopooln.NAMES])
+    # (make verify: each pool's S is proved inductive for two pools in proofs-deep only)
+    assert (
+        ok
+        and (
+            "two pools, every N: DROP-GONE, POOL-FRAME proved; INV-CONSERVE, INV-WATCH, "
+            "FREE-FORWARD proved given each pool's S (S for two pools: make proofs-deep)"
+        )
+        in text
+    )
+    ok, text = _summary([_row(n, "proved") for n in ("PERM", *twopooln.NAMES)])
+    assert ok and "two pools, every N: PERM, INV-CONSERVE, INV-WATCH, FREE-FORWARD, " in text
+    ok, text = _summary([_row("FREE-FORWARD", "refuted"), _row("DROP-GONE", "proved")])
     assert not ok and "two pools, every N: " not in text
 
 

@@ -34,13 +34,14 @@ pool sizes symbolic, block lists of at most 2 entries, 2 keys, 2 watcher ids):
   accept-iff part and DROP-GONE and POOL-FRAME need no invariant; FREE-FORWARD's part on
   pool p has p's ``S`` as hypothesis.
 
-Every hypothesis has a model (:func:`witness_rows`): with N_0, N_1 <= 4 and finite arrays
-(``witnesses.finite_support``), and both pools' ``S`` added so that the model decodes
-into a spec ``World`` whose pools pass ``check_pool``; the ghost sums must equal the
-decoded pool's counts, and the call, replayed on the spec, must leave a world that passes
-``check_pool``. Each obligation has a seeded bug (:data:`BUGS`) that z3 refutes (N <= 4):
-its counterexample is decoded, the call replayed on the spec from the decoded world, and
-the bug is confirmed only if the buggy step's decoded world breaks the invariant
+Every distinct hypothesis has a model (:func:`witness_row`) whose pre-world is one the
+spec reaches (:func:`witness_worlds`, pinned by :func:`pin`; z3 chooses the call):
+decoded, every pool passes ``check_pool``, a count's ghosts equal its pool's counts, and
+the call, replayed on the spec, leaves a world that passes ``check_pool``. Each
+obligation has a seeded bug (:data:`BUGS`) that z3 refutes, on such a world (or, failing
+that, on any of N_0, N_1 <= 4 with both pools' S): its counterexample is decoded, the
+call replayed on the spec, and the bug is confirmed only if the correct encoding agrees
+with the spec there and the buggy step's decoded world breaks the invariant
 (``check_pool``) or differs from the spec's (a rule).
 
 :func:`obligations` returns every query (hypotheses, goal), for a second solver.
@@ -131,7 +132,7 @@ reaches them); the others are applied to ``twopool.transition2``'s result by
 :func:`_seed`."""
 
 BOUND = 4
-"""N_0, N_1 <= BOUND in a witness's or a refutation's model (so that it decodes)."""
+"""N_0, N_1 <= BOUND in a refutation's model on no pinned world (so that it decodes)."""
 
 
 @dataclass

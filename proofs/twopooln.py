@@ -529,12 +529,14 @@ GIVEN_TEXT = ", given each pool's S"
 """What their rows' bounds say of it (``kvpool.verify.GIVEN_S`` reads it)."""
 
 
-def rows(timeout_ms: int = 60000, st: Step2 | None = None) -> list[dict[str, Any]]:
-    """One row per obligation (``runner.ObligationResult(**row)``): every case proved
-    (on ``st``, the correct step, built when not given)."""
-    gs = prove(obligations_of(st or setting()), timeout_ms)
+def rows(
+    timeout_ms: int = 60000, st: Step2 | None = None, names: tuple[str, ...] = NAMES
+) -> list[dict[str, Any]]:
+    """One row per obligation of ``names`` (``runner.ObligationResult(**row)``): every
+    case proved (on ``st``, the correct step, built when not given)."""
+    gs = prove(obligations_of(st or setting(), names), timeout_ms)
     out = []
-    for name in NAMES:
+    for name in names:
         mine = [g for g in gs if g.name == name]
         status, bad = goals_status(mine)
         how = " (ghost sums)" if name in PARTS else ""
@@ -653,6 +655,7 @@ def witness_row(
     bugs: frozenset[str] = frozenset(),
     worlds: list[World] | None = None,
     st: Step2 | None = None,
+    names: tuple[str, ...] = NAMES,
 ) -> dict[str, Any]:
     """Every distinct hypothesis has a model whose pre-world is one the spec reaches
     (:func:`witness_worlds`, pinned by :func:`pin`; z3 chooses the call, and the loop's
@@ -660,7 +663,7 @@ def witness_row(
     its pool's counts, and the call replayed on the spec leaves a world that passes
     ``check_pool`` too. An accepted call is preferred; the worlds are tried in turn."""
     st = st or setting(bugs)
-    obs = obligations_of(st)
+    obs = obligations_of(st, names)
     if "hyp-false" in bugs:
         obs = [replace(o, hyp=[*o.hyp, z3.BoolVal(False)]) for o in obs]
     pool = witness_worlds() if worlds is None else worlds
@@ -778,11 +781,12 @@ def mutant_row(
     return row
 
 
-def all_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
-    """The part: every obligation, the witnesses, each of :data:`BUGS` refuted."""
+def all_rows(timeout_ms: int = 60000, names: tuple[str, ...] = NAMES) -> list[dict[str, Any]]:
+    """The part, for the obligations ``names``: each proved, the witnesses of their
+    hypotheses, each of their :data:`BUGS` refuted."""
     st, worlds = setting(), witness_worlds()
     return [
-        *rows(timeout_ms, st),
-        witness_row(worlds=worlds, st=st),
-        *(mutant_row(bug, timeout_ms // 2, worlds, st) for bug in BUGS),
+        *rows(timeout_ms, st, names),
+        witness_row(worlds=worlds, st=st, names=names),
+        *(mutant_row(bug, timeout_ms // 2, worlds, st) for bug in BUGS if BUGS[bug][0] in names),
     ]

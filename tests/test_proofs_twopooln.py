@@ -127,6 +127,17 @@ def test_the_dashboard_says_every_n_for_two_pools_only_when_all_is_proved() -> N
     assert not ok and "two pools, every N: " not in text
 
 
-def test_make_verify_runs_it_and_the_fast_profile_does_not() -> None:
-    assert PROFILES["default"]["twopool_n"] and PROFILES["deep"]["twopool_n"]
+def test_make_verify_runs_the_rules_and_proofs_deep_everything() -> None:
+    assert PROFILES["default"]["twopool_n"] == twopooln.RULE_NAMES
+    assert PROFILES["deep"]["twopool_n"] == twopooln.NAMES
     assert not PROFILES["fast"]["twopool_n"]
+
+
+def test_the_part_runs_only_the_obligations_asked_for() -> None:
+    rows = twopooln.all_rows(names=("DROP-GONE",))
+    assert [(r["kind"], r["invariants"]) for r in rows] == [
+        ("inductive", ("DROP-GONE",)),
+        ("witness", ()),
+        ("mutant", ("DROP-GONE",)),
+    ]
+    assert all(r["status"] in ("proved", "witnessed", "expected-refuted") for r in rows), rows

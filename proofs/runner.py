@@ -132,8 +132,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "twopool_diff": 150,
         "twopool_bmc_proofs": False,
         "twopool_every_n": False,
-        # two pools for every N: the POOL_RULES, their witnesses and 3 mutants (twopooln.py);
-        # the counts too took the part 23.8 -> 38.4 CPU s (measured side by side): "deep"
+        # two pools for every N: the POOL_RULES, their witnesses and 3 mutants (twopooln.py:
+        # the part 23.1-26.2 -> 31.1 CPU s, side by side); with the counts 38.4: "deep"
         "twopool_n": twopooln.RULE_NAMES,
         # blocks with several keys: induction at N=2,3, 3 of its 5 mutants by BMC (N=3,
         # k=4), 120 differential pairs, INV-CACHE and INV-EVENTS for every N with 4 mutants

@@ -378,10 +378,10 @@ def two_every_note(done: list[tuple[str, bool]]) -> str:
     names = list(dict.fromkeys(n for n, _ in done))
     given = list(dict.fromkeys(n for n, g in done if g))
     if not given or "PERM" in names:
-        return "two pools, every N: " + ", ".join(names) + " proved"
+        return "two pools, every N (lists <= 2): " + ", ".join(names) + " proved"
     rest = [n for n in names if n not in given]
     return (
-        "two pools, every N: "
+        "two pools, every N (lists <= 2): "
         + (", ".join(rest) + " proved; " if rest else "")
         + ", ".join(given)
         + f" proved {GIVEN_S} (S for two pools: make proofs-deep)"

@@ -116,15 +116,19 @@ def test_the_dashboard_says_every_n_for_two_pools_only_when_all_is_proved() -> N
     assert (
         ok
         and (
-            "two pools, every N: DROP-GONE, POOL-FRAME proved; INV-CONSERVE, INV-WATCH, "
-            "FREE-FORWARD proved given each pool's S (S for two pools: make proofs-deep)"
+            "two pools, every N (lists <= 2): DROP-GONE, POOL-FRAME proved; INV-CONSERVE, "
+            "INV-WATCH, FREE-FORWARD proved given each pool's S (S for two pools: make "
+            "proofs-deep)"
         )
         in text
     )
     ok, text = _summary([_row(n, "proved") for n in ("PERM", *twopooln.NAMES)])
-    assert ok and "two pools, every N: PERM, INV-CONSERVE, INV-WATCH, FREE-FORWARD, " in text
+    assert (
+        ok
+        and "two pools, every N (lists <= 2): PERM, INV-CONSERVE, INV-WATCH, FREE-FORWARD, " in text
+    )
     ok, text = _summary([_row("FREE-FORWARD", "refuted"), _row("DROP-GONE", "proved")])
-    assert not ok and "two pools, every N: " not in text
+    assert not ok and "two pools, every N (" not in text
 
 
 def test_make_verify_runs_the_rules_and_proofs_deep_everything() -> None:

@@ -756,7 +756,7 @@ def mutant_row(
     # the bug's call kind on the worlds the spec reaches; then on any world of N <= 4 with
     # both pools' S (the worlds may miss it: a watcher pending on a block another pool
     # frees), that kind first
-    tries: list[tuple[Obligation, World | None]] = [(o, w) for o in hinted for w in pool]
+    tries: list[tuple[Obligation, World | None]] = [(o, w) for w in pool for o in hinted]
     tries += [(o, None) for o in hinted] + [(o, None) for o in obs if o not in hinted]
     for ob, world in tries:
         ghosts = {ob.pool: ob.ghost} if ob.pool is not None and ob.ghost is not None else {}

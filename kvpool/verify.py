@@ -366,6 +366,28 @@ MULTIKEY_BOUNDS = "keys K=4 of 2 hashes x 2 groups, E<=3 further entries per blo
 """What a multi-key fixed-N cell holds besides its N (``proofs/multikey.py``'s defaults)."""
 
 
+GIVEN_S = "given each pool's S"
+"""In a two-pool every-N row's bounds: its hypothesis holds each pool's strengthened
+invariant S, which ``twopool.every_n_rows`` (rows PERM, INV-REF, ...) proves inductive for
+two pools: in ``make proofs-deep`` only."""
+
+
+def two_every_note(done: list[tuple[str, bool]]) -> str:
+    """The z3 induction column's note on what two pools prove for every N (every such row
+    ok): rows resting on each pool's S say so unless S's own two-pool rows ran too."""
+    names = list(dict.fromkeys(n for n, _ in done))
+    given = list(dict.fromkeys(n for n, g in done if g))
+    if not given or "PERM" in names:
+        return "two pools, every N (lists <= 2): " + ", ".join(names) + " proved"
+    rest = [n for n in names if n not in given]
+    return (
+        "two pools, every N (lists <= 2): "
+        + (", ".join(rest) + " proved; " if rest else "")
+        + ", ".join(given)
+        + f" proved {GIVEN_S} (S for two pools: make proofs-deep)"
+    )
+
+
 def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     """The proofs runner's rows as checks: one per technique, and the extras
     (differential, witnesses, second solver) that fill no column."""
@@ -403,6 +425,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     unshown: dict[str, list[str]] = {}  # technique -> failed rows with no matrix cell
     fixed_two: dict[str, list[str]] = {}
     two_pools: dict[bool, list[tuple[str, str]]] = {}
+    two_every: dict[bool, list[tuple[str, bool]]] = {}  # two pools, every N: (name, given S)
     for r in rows:
         if r.kind == proofs.POOL_SOURCE_KIND:  # its own line, only when it ran (deep)
             extra = extras.setdefault(
@@ -501,6 +524,9 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             # fails the column, a rule's too (the rules have no row of the matrix)
             if r.kind == "fixed-N":
                 two_pools.setdefault(r.ok, []).append((r.invariants[0], r.bounds.split(" ")[0]))
+            if r.kind == "inductive" and r.bounds.startswith("two pools, every N"):
+                given = GIVEN_S in r.bounds
+                two_every.setdefault(r.ok, []).append((r.invariants[0], given))
             if not r.ok:
                 check.ok = False
                 scope.setdefault(r.technique or "", []).append(f"NOT proved: {r.obligation}")
@@ -611,6 +637,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             scope.setdefault(check.technique, []).append(
                 f"two pools ({sizes}): each pool's INV-* and {rules} proved every k"
             )
+        if check.technique == "z3 induction" and two_every and not two_every.get(False):
+            scope.setdefault(check.technique, []).append(two_every_note(two_every[True]))
         check.summary = (
             f"{n_ok} rows {'proved' if check.technique != 'z3 BMC' else 'bounded'}, "
             f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"

@@ -182,6 +182,82 @@ def _solve(
     return isolated_check([*hyp, *([N <= 6] if refute else [])], goal, timeout_ms, seed)
 
 
+def stepped_ghost(
+    cfg: Config, s: State, a: Any, t: State, g: Ghost, reset_ok: Any, unpin_ok: Any
+) -> Ghost:
+    """The ghosts after a call ``a`` from ``s`` to ``t`` that is not a successful
+    get_new_blocks: the sums corrected at the listed entries (a successful reset,
+    ``reset_ok``, clears ``P`` and fires every pending watcher; a successful unpin,
+    ``unpin_ok``, counts its registrations)."""
+    d = cfg.dom
+    i1 = z3.Int("i1")
+    return Ghost(
+        _corrected(cfg, a, g.C, in_use(d, s), in_use(d, t), iv(1)),
+        z3.If(
+            reset_ok,
+            z3.Lambda([i1], iv(0)),
+            _corrected(cfg, a, g.P, pending(d, s), pending(d, t), iv(0)),
+        ),
+        g.registered + z3.If(unpin_ok, _registrations(cfg, s, a), iv(0)),
+        g.fired + z3.If(reset_ok, z3.Select(g.P, d.N), iv(0)),
+    )
+
+
+def handout_loop(
+    cfg: Config, s: State, a: Any, t: State, g: Ghost, gnb: list[z3.BoolRef], tag: str = ""
+) -> list[tuple[str, str, list[z3.BoolRef], z3.BoolRef]]:
+    """The hand-out loop of a successful get_new_blocks(n) from ``s`` to ``t`` (``gnb``:
+    the hypotheses that say it is one): (part, case, hypotheses, goal) for its loop init,
+    step and exit. ``tag`` names the loop's own variables apart (one loop per pool)."""
+    d = cfg.dom
+    N = d.N
+    n, j = a.n, z3.Int(f"j{tag}")
+    gj = fresh_ghost(f"gj{tag}")
+
+    def handed(k: Any) -> Fn:
+        return lambda b: z3.And(b >= 1, b < N, d.sel(s.pos, b) >= 0, d.sel(s.pos, b) < k)
+
+    def use_k(k: Any) -> Fn:
+        return lambda b: z3.If(handed(k)(b), iv(1), in_use(d, s)(b))
+
+    def pc_k(k: Any) -> Fn:
+        return lambda b: z3.If(handed(k)(b), iv(0), pending(d, s)(b))
+
+    def inv_k(k: Any, gk: Ghost) -> dict[str, z3.BoolRef]:
+        return invariant(cfg, s, gk, use_k(k), pc_k(k), s.L - k)
+
+    init_k = inv_k(iv(0), g)
+    x = d.sel(s.q, j)
+    i2 = z3.Int(f"i2{tag}")
+    g_next = Ghost(
+        z3.Lambda([i2], z3.Select(gj.C, i2) + z3.If(z3.And(x >= 1, x < i2), iv(1), iv(0))),
+        z3.Lambda(
+            [i2], z3.Select(gj.P, i2) - z3.If(z3.And(x >= 0, x < i2), pending(d, s)(x), iv(0))
+        ),
+        gj.registered,
+        gj.fired + pending(d, s)(x),
+    )
+    at_j = inv_k(j, gj)
+    step_k = inv_k(j + 1, g_next)
+    gn = fresh_ghost(f"gn{tag}")
+    gn = Ghost(gn.C, gn.P, g.registered, gn.fired)
+    at_n = inv_k(n, gn)
+    exit_ = invariant(cfg, t, gn)
+    out: list[tuple[str, str, list[z3.BoolRef], z3.BoolRef]] = []
+    for p in PARTS:
+        out.append((p, "loop init", gnb, init_k[p]))
+        out.append(
+            (
+                p,
+                "loop step",
+                [*gnb, j >= 0, j < n, gj.registered == g.registered, at_j[p]],
+                step_k[p],
+            )
+        )
+        out.append((p, "loop exit", [*gnb, at_n[p]], exit_[p]))
+    return out
+
+
 def obligations(
     bugs: frozenset[str] = frozenset(), kwm: tuple[int, int, int] = (2, 2, 2)
 ) -> list[tuple[str, str, list[z3.BoolRef], z3.BoolRef, Any]]:
@@ -216,17 +292,7 @@ def obligations(
     # step, every call kind (get_new_blocks: its refusals; its successes are the loop)
     reset_ok = z3.And(a.kind == OPK["ResetPrefixCache"], r.value == 1)
     unpin_ok = z3.And(a.kind == OPK["UnpinBlocks"], ok)
-    i1 = z3.Int("i1")
-    g2 = Ghost(
-        _corrected(cfg, a, g.C, in_use(d, s), in_use(d, t), iv(1)),
-        z3.If(
-            reset_ok,
-            z3.Lambda([i1], iv(0)),
-            _corrected(cfg, a, g.P, pending(d, s), pending(d, t), iv(0)),
-        ),
-        g.registered + z3.If(unpin_ok, _registrations(cfg, s, a), iv(0)),
-        g.fired + z3.If(reset_ok, z3.Select(g.P, N), iv(0)),
-    )
+    g2 = stepped_ghost(cfg, s, a, t, g, reset_ok, unpin_ok)
     post = invariant(cfg, t, g2)
     for op in OPS:
         hyp = [*base, a.kind == OPK[op]]
@@ -236,51 +302,9 @@ def obligations(
             out.append((p, op, hyp, post[p], ctx))
 
     # the hand-out loop of a successful get_new_blocks(n)
-    n, j = a.n, z3.Int("j")
-    gj = fresh_ghost("gj")
-
-    def handed(k: Any) -> Fn:
-        return lambda b: z3.And(b >= 1, b < N, d.sel(s.pos, b) >= 0, d.sel(s.pos, b) < k)
-
-    def use_k(k: Any) -> Fn:
-        return lambda b: z3.If(handed(k)(b), iv(1), in_use(d, s)(b))
-
-    def pc_k(k: Any) -> Fn:
-        return lambda b: z3.If(handed(k)(b), iv(0), pending(d, s)(b))
-
-    def inv_k(k: Any, gk: Ghost) -> dict[str, z3.BoolRef]:
-        return invariant(cfg, s, gk, use_k(k), pc_k(k), s.L - k)
-
     gnb = [*base, a.kind == OPK["GetNewBlocks"], ok]
-    init_k = inv_k(iv(0), g)
-    x = d.sel(s.q, j)
-    i2 = z3.Int("i2")
-    g_next = Ghost(
-        z3.Lambda([i2], z3.Select(gj.C, i2) + z3.If(z3.And(x >= 1, x < i2), iv(1), iv(0))),
-        z3.Lambda(
-            [i2], z3.Select(gj.P, i2) - z3.If(z3.And(x >= 0, x < i2), pending(d, s)(x), iv(0))
-        ),
-        gj.registered,
-        gj.fired + pending(d, s)(x),
-    )
-    at_j = inv_k(j, gj)
-    step_k = inv_k(j + 1, g_next)
-    gn = fresh_ghost("gn")
-    gn = Ghost(gn.C, gn.P, g.registered, gn.fired)
-    at_n = inv_k(n, gn)
-    exit_ = invariant(cfg, t, gn)
-    for p in PARTS:
-        out.append((p, "loop init", gnb, init_k[p], ctx))
-        out.append(
-            (
-                p,
-                "loop step",
-                [*gnb, j >= 0, j < n, gj.registered == g.registered, at_j[p]],
-                step_k[p],
-                ctx,
-            )
-        )
-        out.append((p, "loop exit", [*gnb, at_n[p]], exit_[p], ctx))
+    for p, case, hyp, goal in handout_loop(cfg, s, a, t, g, gnb):
+        out.append((p, case, hyp, goal, ctx))
     if "hyp-false" in bugs:  # a test's seeded vacuity: every step hypothesis contradicts itself
         out = [
             (p, c, [*h, z3.BoolVal(False)] if x is not None else h, gl, x) for p, c, h, gl, x in out

@@ -29,6 +29,7 @@ from . import (
     steprules,
     symlists,
     twopool,
+    twopooln,
     witnesses,
 )
 from .model import OPS, Record, goals_status, named, recording
@@ -78,6 +79,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "twopool_diff": 150,
         "twopool_bmc_proofs": False,
         "twopool_every_n": False,
+        # two pools for every N (twopooln.py): the obligations run (counts, POOL_RULES)
+        "twopool_n": (),
         # blocks with several keys (multikey.py): tests/test_proofs_multikey.py runs its own
         "multikey": None,
         # lists of symbolic length (symlists.py, its own part): () leaves it out
@@ -129,6 +132,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "twopool_diff": 150,
         "twopool_bmc_proofs": False,
         "twopool_every_n": False,
+        # two pools for every N: the POOL_RULES, their witnesses and 3 mutants (twopooln.py:
+        # the part 23.1-26.2 -> 31.1 CPU s, side by side); with the counts 38.4: "deep"
+        "twopool_n": twopooln.RULE_NAMES,
         # blocks with several keys: induction at N=2,3, 3 of its 5 mutants by BMC (N=3,
         # k=4), 120 differential pairs, INV-CACHE and INV-EVENTS for every N with 4 mutants
         # refuted there (29 CPU s for the part's process, measured under load: over the
@@ -187,6 +193,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "twopool_bmc_proofs": True,
         # each pool's strengthened invariant for every N_0, N_1 (twopool.every_n_rows)
         "twopool_every_n": True,
+        "twopool_n": twopooln.NAMES,
         "multikey": multikey.Plan(
             (2, 3, 4, 5, 6),
             (4, 5),
@@ -1512,6 +1519,10 @@ def run(
                 p["twopool_every_n"],
             )
         ]
+        if p["twopool_n"]:  # (twopooln.py: two pools' counts and rules, for every N)
+            rows += [
+                ObligationResult(**r) for r in twopooln.all_rows(p["ind_timeout"], p["twopool_n"])
+            ]
     if want("multikey"):  # blocks with several keys (multikey.py)
         rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]
     if want("symlists") and p["symlists"]:

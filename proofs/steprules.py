@@ -43,7 +43,9 @@ from . import counting, props
 from .model import (
     OPK,
     OPS,
+    Args,
     Config,
+    State,
     Unbounded,
     args_domain,
     fresh_args,
@@ -84,6 +86,40 @@ class Goal:
 
 def _count(xs: list[Any]) -> Any:
     return z3.Sum([z3.If(x, iv(1), iv(0)) for x in xs] + [iv(0)])
+
+
+def reaching(cfg: Config, s: State, a: Args, live: list[Any]) -> list[Any]:
+    """Per entry j: it is live, and it is the block's last live listing and takes its
+    ref_cnt to 0 (the entries ORD-RELEASE and ORD-UNPIN put in the queue)."""
+    d, M = cfg.dom, cfg.M
+    out = []
+    for j in range(M):
+        x = a.e[j]
+        later = z3.Or([z3.And(live[k], a.e[k] == x) for k in range(j + 1, M)] + [z3.BoolVal(False)])
+        cnt = _count([z3.And(live[k], a.e[k] == x) for k in range(M)])
+        out.append(z3.And(live[j], z3.Not(later), d.sel(s.ref, x) == cnt))
+    return out
+
+
+def release_order(cfg: Config, s: State, a: Args, t: State) -> z3.BoolRef:
+    """ORD-RELEASE's queue, for every N: ``t``'s queue is FRONT ++ ``s``'s ``q[0..L)`` ++
+    BACK, FRONT and BACK the entries of ``a`` reaching ref_cnt 0 (at their last listing),
+    each in list order (a free_blocks accepted, from ``s`` to ``t``)."""
+    d, L, M = cfg.dom, s.L, cfg.M
+    i = z3.Int("h_i")
+    zero = reaching(cfg, s, a, [z3.And(j < a.m, a.e[j] != 0) for j in range(M)])
+    to_front = [z3.Or(d.sel(s.key, a.e[j]) == 0, z3.Not(cfg.caching), a.ef) for j in range(M)]
+    F = [z3.And(zero[j], to_front[j]) for j in range(M)]
+    B = [z3.And(zero[j], z3.Not(to_front[j])) for j in range(M)]
+    f, b = _count(F), _count(B)
+    c = [
+        L + f + b == t.L,
+        z3.ForAll([i], z3.Implies(z3.And(i >= 0, i < L), d.sel(t.q, f + i) == d.sel(s.q, i))),
+    ]
+    for j in range(M):
+        c.append(z3.Implies(F[j], d.sel(t.q, _count(F[:j])) == a.e[j]))
+        c.append(z3.Implies(B[j], d.sel(t.q, f + L + _count(B[:j])) == a.e[j]))
+    return z3.And(c)
 
 
 def obligations(
@@ -132,32 +168,11 @@ def obligations(
     )
 
     # ORD-RELEASE and ORD-UNPIN: which entries reach ref_cnt 0 (at their last listing)
-    def reaching(live: list[Any]) -> list[Any]:
-        out = []
-        for j in range(M):
-            x = a.e[j]
-            later = z3.Or(
-                [z3.And(live[k], a.e[k] == x) for k in range(j + 1, M)] + [z3.BoolVal(False)]
-            )
-            cnt = _count([z3.And(live[k], a.e[k] == x) for k in range(M)])
-            out.append(z3.And(live[j], z3.Not(later), d.sel(s.ref, x) == cnt))
-        return out
+    goals["ORD-RELEASE"] = z3.Implies(
+        z3.And(a.kind == OPK["FreeBlocks"], ok), release_order(cfg, s, a, t)
+    )
 
-    zero = reaching([z3.And(j < a.m, a.e[j] != 0) for j in range(M)])
-    to_front = [z3.Or(d.sel(s.key, a.e[j]) == 0, z3.Not(cfg.caching), a.ef) for j in range(M)]
-    F = [z3.And(zero[j], to_front[j]) for j in range(M)]
-    B = [z3.And(zero[j], z3.Not(to_front[j])) for j in range(M)]
-    f, b = _count(F), _count(B)
-    c = [
-        L + f + b == t.L,
-        z3.ForAll([i], z3.Implies(z3.And(i >= 0, i < L), d.sel(t.q, f + i) == d.sel(s.q, i))),
-    ]
-    for j in range(M):
-        c.append(z3.Implies(F[j], d.sel(t.q, _count(F[:j])) == a.e[j]))
-        c.append(z3.Implies(B[j], d.sel(t.q, f + L + _count(B[:j])) == a.e[j]))
-    goals["ORD-RELEASE"] = z3.Implies(z3.And(a.kind == OPK["FreeBlocks"], ok), z3.And(c))
-
-    U = reaching([j < a.m for j in range(M)])
+    U = reaching(cfg, s, a, [j < a.m for j in range(M)])
     c = [
         L + _count(U) == t.L,
         z3.ForAll([i], z3.Implies(z3.And(i >= 0, i < L), d.sel(t.q, i) == d.sel(s.q, i))),

@@ -1351,6 +1351,7 @@ def run_symlists(what: tuple[str, ...], timeout_ms: int) -> list[ObligationResul
     if "mutants" in what:
         out += symlists.rule_mutant_rows(timeout_ms // 4)
         out.append(symlists.watch_mutant_row(timeout_ms // 4))
+        out.append(symlists.atomic_mutant_row(timeout_ms // 4))
     return [ObligationResult(**r) for r in out]
 
 

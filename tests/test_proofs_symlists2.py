@@ -1,0 +1,55 @@
+"""ERR-ATOMIC for every list length (kvpool.proofs.symlists), and that it can fail."""
+
+from __future__ import annotations
+
+from kvpool.proofs import symlists
+from kvpool.proofs.mutants import world_class
+from kvpool.spec import BlockRef, FreeBlocks, GetNewBlocks, World
+
+
+def test_err_atomic_is_proved_for_every_list_call_and_length() -> None:
+    gs = symlists.atomic_goals()
+    assert len(gs) == 3 * len(symlists.LIST_OPS)
+    assert [(g.op, g.case, g.status) for g in gs if g.status != "proved"] == []
+
+
+def test_a_refusal_keeping_a_long_prefix_is_refuted_and_invisible_at_two_entries() -> None:
+    bug = frozenset({symlists.ATOMIC_MUTANT})
+    every = symlists.atomic_goals(("FreeBlocks",), ("loop step",), bug, 20000, True)
+    assert [g.status for g in every] == ["refuted"]
+    g = every[0]
+    assert g.model is not None
+    assert g.model.eval(g.ctx[3], model_completion=True).as_long() >= 2  # entry j >= 2
+    short = symlists.atomic_goals(("FreeBlocks",), ("loop step",), bug, 20000, max_m=2)
+    assert [g.status for g in short] == ["proved"]
+    row = symlists.atomic_mutant_row(10000)
+    assert row["status"] == "expected-refuted", row
+    assert "confirmed: refused (RefCountUnderflow) with the state changed" in row["replay"]
+
+
+def test_the_spec_mutant_of_err_atomic_shows_only_with_three_entries() -> None:
+    def run(ids: list[int], bug: str | None) -> tuple[object, bool]:
+        w = World.single(4) if bug is None else world_class(bug).make(bug, 4, True, True)
+        w.apply(GetNewBlocks(2))
+        before = w.pools[0].snapshot()
+        out = w.apply(FreeBlocks(tuple(BlockRef(0, b) for b in ids)))
+        return out.error is not None, w.pools[0].snapshot() != before
+
+    bug = symlists.ATOMIC_MUTANT
+    assert run([1, 1], bug) == (True, False) == run([1, 1], None)  # refused at entry 1
+    assert run([1, 2, 1], None) == (True, False)
+    assert run([1, 2, 1], bug) == (True, True)  # refused at entry 2, 1 and 2 released
+
+
+def test_a_vacuous_err_atomic_hypothesis_fails_the_witness_row() -> None:
+    real = symlists.atomic_obligations
+    try:
+        symlists.atomic_obligations = lambda op, bugs=frozenset(), max_m=None, full=False: real(  # type: ignore[assignment]
+            op, frozenset({"hyp-false"}), max_m, full
+        )
+        ws = symlists.atomic_witness_goals(timeout_ms=5000)
+    finally:
+        symlists.atomic_obligations = real  # type: ignore[assignment]
+    assert len(ws) == 3 * len(symlists.LIST_OPS)
+    assert {w.status for w in ws} == {"unsat"}
+    assert {w.status for w in symlists.atomic_witness_goals()} == {"sat"}

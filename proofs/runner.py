@@ -28,6 +28,7 @@ from . import (
     spacer,
     steprules,
     symlists,
+    symsorts,
     twopool,
     witnesses,
 )
@@ -1341,6 +1342,7 @@ def run_symlists(what: tuple[str, ...], timeout_ms: int) -> list[ObligationResul
     out: list[dict[str, Any]] = []
     if "proofs" in what:
         out += symlists.proof_rows(timeout_ms)
+        out += symsorts.rows(timeout_ms, "mutants" in what)  # keys, watchers as sorts
     if "agreement" in what:
         out.append(symlists.agreement_row(timeout_ms))
     if "witnesses" in what:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import z3  # type: ignore[import-untyped]
+
 from kvpool.proofs import symlists
 from kvpool.proofs.mutants import world_class
 from kvpool.spec import BlockRef, FreeBlocks, GetNewBlocks, World
@@ -53,3 +55,62 @@ def test_a_vacuous_err_atomic_hypothesis_fails_the_witness_row() -> None:
     assert len(ws) == 3 * len(symlists.LIST_OPS)
     assert {w.status for w in ws} == {"unsat"}
     assert {w.status for w in symlists.atomic_witness_goals()} == {"sat"}
+
+
+# -- keys and watcher ids as uninterpreted sorts; RES-CACHED for every N (symsorts) ---------
+
+
+def test_res_cached_is_proved_for_every_n_with_keys_a_sort() -> None:
+    from kvpool.proofs import symsorts
+
+    assert symsorts.KEY.kind() == z3.Z3_UNINTERPRETED_SORT
+    assert symsorts.WATCHER.kind() == z3.Z3_UNINTERPRETED_SORT
+    gs = symsorts.cached_goals()
+    assert [(g.case, g.status) for g in gs] == [
+        ("scan init", "proved"),
+        ("scan step", "proved"),
+        ("scan exit", "proved"),
+    ]
+    # the scan by its recurrence is model.cached_block at N = 1..4; with the newest
+    # holder kept it is not (from N = 3: two holders and the null block)
+    assert {g.status for g in symsorts.scan_agreement_goals()} == {"proved"}
+    bad = symsorts.scan_agreement_goals(bugs=frozenset({symsorts.SCAN_MUTANT}))
+    assert [g.status for g in bad] == ["proved", "proved", "refuted", "refuted"]
+
+
+def test_the_res_cached_mutant_is_refuted_and_confirmed_on_the_buggy_spec() -> None:
+    from kvpool.proofs import symsorts
+
+    bug = frozenset({symsorts.SCAN_MUTANT})
+    assert [g.status for g in symsorts.cached_goals(("scan step",), bug, 20000, True)] == [
+        "refuted"
+    ]
+    row = symsorts.cached_mutant_row(10000)
+    assert row["status"] == "expected-refuted", row
+    assert "confirmed: get_cached_block(" in row["replay"]
+
+
+def test_err_atomic_and_watch_fire_with_sorts_and_their_mutants() -> None:
+    from kvpool.proofs import symsorts
+
+    gs = symsorts.atomic_goals() + symsorts.watch_goals()
+    assert len(gs) == 3 * len(symlists.LIST_OPS) + 3
+    assert [(g.name, g.op, g.case) for g in gs if g.status != "proved"] == []
+    rows = symsorts.mutant_rows(10000)
+    assert [r["status"] for r in rows] == ["expected-refuted"] * 3, rows
+    assert "with lists <= 2 the step is proved" in rows[1]["replay"]
+
+
+def test_every_sorted_hypothesis_has_a_witness_and_a_vacuous_one_fails() -> None:
+    from kvpool.proofs import symsorts
+
+    row = symsorts.witness_row()
+    assert row["status"] == "witnessed", row["replay"]
+    real = symsorts.cached_obligations
+    try:
+        symsorts.cached_obligations = lambda bugs=frozenset(): real(frozenset({"hyp-false"}))  # type: ignore[assignment]
+        bad = symsorts.witness_row(timeout_ms=5000)
+    finally:
+        symsorts.cached_obligations = real  # type: ignore[assignment]
+    assert bad["status"] == "NOT-witnessed"
+    assert "RES-CACHED / GetCachedBlock / scan init: hypothesis unsat" in bad["replay"]

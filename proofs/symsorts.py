@@ -33,23 +33,37 @@ loops of :mod:`~kvpool.proofs.symlists`) and any number of keys and watcher ids:
 * **WATCH-FIRE** of unpin_blocks (:func:`watch_goals`): its loop, on this state, keeps
   every watcher pending that was (the one list-taking call that changes the pending
   sets; it fires none, so none may stop pending).
+* **S's parts INV-REF, PERM, INV-NULL, INV-CACHE, INV-EVENTS** for the five list-taking
+  calls (:func:`part_goals`): :func:`strong` states them over the sorts (INV-CACHE: for
+  every block and every key, the index holds the block under the key iff it is the
+  block's key; INV-EVENTS: for every key, the consumer's view holds it iff some block
+  does; INV-NULL: no key, no watcher on block 0), and each call's loop (:func:`sbody`,
+  symlists' body on this state) preserves each, loop init, step and exit, as in
+  symlists. :func:`agreement_goals` ties the sorted loop to symlists': on states related
+  key by key and watcher by watcher (the sorts holding exactly two of each), one entry's
+  guard, body and finish give related states, for every N.
 
-Not done with sorts: the strengthened invariant S and the counts (INV-WATCH counts the
-watchers pending on a block, a cardinality a sort of unknown size gives no term for),
-the ordering rules, and every other call kind: those keep K = W = 2. The hypotheses here
-hold INV-CACHE and INV-NULL in the sorted form only (what the goals need); each has a
-model (:func:`witness_goals`), decoded into a spec state that passes ``check_pool``.
+Not done with sorts: WATCH-PER-BLOCK and the counts INV-CONSERVE, INV-WATCH (INV-WATCH
+counts the watchers pending on a block, a cardinality a sort of unknown size gives no
+term for), the ordering rules ORD-RELEASE and ORD-UNPIN (their ghosts are symlists', on
+K = W = 2), WATCH-FIRE of the other four list calls (they leave ``pend`` as it is, by
+construction of :func:`sbody`, not asked), and every call kind that takes no list
+(:mod:`~kvpool.proofs.induction`, :mod:`~kvpool.proofs.steprules`,
+:mod:`~kvpool.proofs.counting`): those keep K = W = 2. Each hypothesis here has a model
+(:func:`witness_row`), decoded into a spec state that passes ``check_pool`` (S's: the
+invariants the sorted S claims, all but INV-WATCH).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from . import symlists
+from . import props, symlists
 from .model import (
     OPK,
     Config,
@@ -57,12 +71,14 @@ from .model import (
     State,
     Unbounded,
     cached_block,
+    fresh_state,
     goals_status,
     hypothesis_model,
     isolated_check,
     iv,
     named,
     q_append,
+    q_remove,
 )
 
 I = z3.IntSort()  # noqa: E741
@@ -291,8 +307,6 @@ def scan_agreement_goals(
 
 
 def _finite_state(cfg: Config, name: str) -> State:
-    from .model import fresh_state
-
     return fresh_state(cfg, name)
 
 
@@ -485,7 +499,7 @@ def unpin_body(s: SState, a: symlists.LArgs, j: Any, bugs: frozenset[str]) -> SS
     wst = z3.If(already, s.wst, z3.Store(s.wst, w, z3.Store(z3.Select(s.wst, w), x, s.clock)))
     t = replace(
         s,
-        ref=z3.Store(s.ref, x, r),
+        ref=Unbounded().store(s.ref, x, r, I),  # (a lambda, as symlists.body: see sbody)
         pend=pend,
         wst=wst,
         bst=z3.If(first, z3.Store(s.bst, x, s.clock), s.bst),
@@ -493,7 +507,8 @@ def unpin_body(s: SState, a: symlists.LArgs, j: Any, bugs: frozenset[str]) -> SS
         clock=s.clock + 1,
     )
     queued: Any = q_append(Unbounded(), t, x)  # type: ignore[arg-type]
-    return smerge(r == 0, queued, t)
+    released = z3.BoolVal(True) if "unpin-append-always" in bugs else r == 0
+    return smerge(released, queued, t)
 
 
 WATCH_MUTANT = symlists.WATCH_MUTANT
@@ -598,7 +613,8 @@ def witness_row(timeout_ms: int = 20000, n: int = 3) -> dict[str, Any]:
     from kvpool.spec import GetCachedBlock, World, check_pool
 
     ws = witness_goals(timeout_ms, n)
-    problems: list[str] = []
+    parts = part_witness_goals(timeout_ms, n)
+    problems = part_witness_problems(parts, n)
     for w in ws:
         if w.status != "sat" or w.model is None:
             problems.append(f"{w.name} / {w.op} / {w.case}: hypothesis {w.status}")
@@ -620,10 +636,11 @@ def witness_row(timeout_ms: int = 20000, n: int = 3) -> dict[str, Any]:
         kind="witness",
         technique="z3 induction",
         invariants=(),
-        bounds=f"N={n}: one model per hypothesis ({len(ws)}), keys and index decoded and "
-        "checked, the scan's value the spec's get_cached_block",
+        bounds=f"N={n}: one model per hypothesis ({len(ws) + len(parts)}), decoded and "
+        "checked (S's: the whole state; the others': keys and index), the scan's value the "
+        "spec's get_cached_block",
         status="witnessed" if not problems else "NOT-witnessed",
-        seconds=sum(w.seconds for w in ws),
+        seconds=sum(w.seconds for w in [*ws, *parts]),
         replay="; ".join(problems[:3]),
     )
 
@@ -670,6 +687,7 @@ def mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
     watch = frozenset([WATCH_MUTANT])
     replayed = "the counterexample's replay: symlists' row of this mutant (K = W = 2)"
     return [
+        *part_mutant_rows(timeout_ms),
         cached_mutant_row(timeout_ms),
         _step_mutant_row(
             "ERR-ATOMIC",
@@ -713,6 +731,41 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
                 replay="; ".join(f"not proved: {g.op} {g.case} ({g.status})" for g in bad),
             )
         )
+    ps = part_goals(timeout_ms=timeout_ms)
+    for part in SORTED_PARTS:
+        mine = [g for g in ps if g.name == part]
+        status, bad = goals_status(mine)
+        out.append(
+            dict(
+                obligation=f"S and T => {part}, list calls as loops, keys and watchers as sorts",
+                kind="inductive",
+                technique="z3 induction",
+                invariants=props.STRONG_PARTS[part],
+                bounds=f"{SORTS_BOUNDS}; {len(symlists.LIST_OPS)} list calls x loop init/step/exit",
+                status=status,
+                seconds=sum(g.seconds for g in mine),
+                replay="; ".join(f"not proved: {g.op} {g.case} ({g.status})" for g in bad),
+            )
+        )
+    loops = agreement_goals(timeout_ms=timeout_ms)
+    bad = [g for g in loops if g.status != "proved"]
+    out.append(
+        dict(
+            obligation="sorted list loops == symlists' loops (keys, watcher ids: 2 each)",
+            kind="differential",
+            technique="z3 induction",
+            invariants=(),
+            bounds="every N, one entry of each list call: guards, bodies and finish agree on "
+            "states related key by key and watcher by watcher",
+            status="agree"
+            if not bad
+            else "disagree"
+            if any(g.status == "refuted" for g in bad)
+            else "unknown",
+            seconds=sum(g.seconds for g in loops),
+            replay="; ".join(f"{g.op}: {g.status}" for g in bad),
+        )
+    )
     ag = scan_agreement_goals(timeout_ms=timeout_ms)
     bad = [g for g in ag if g.status != "proved"]
     out.append(
@@ -739,3 +792,516 @@ def rows(timeout_ms: int = 60000, mutants: bool = True) -> list[dict[str, Any]]:
     (``mutants``) the mutants."""
     out = [*proof_rows(timeout_ms), witness_row()]
     return out + (mutant_rows(timeout_ms // 4) if mutants else [])
+
+
+# -- the strengthened invariant's parts and the list calls' loops, with the sorts ------------
+
+
+@dataclass
+class SArgs:
+    """A list-taking call on the sorted state: :class:`symlists.LArgs` with the keys
+    ``KS`` of sort Key and the watcher ``w`` of sort Watcher; ``caching``, ``events`` the
+    pool's switches."""
+
+    kind: Any
+    m: Any
+    E: Any
+    KS: Any
+    km: Any
+    ef: Any
+    w: Any
+    caching: Any
+    events: Any
+
+
+def fresh_sargs(name: str) -> SArgs:
+    return SArgs(
+        z3.Int(f"{name}.kind"),
+        z3.Int(f"{name}.m"),
+        z3.Array(f"{name}.E", I, I),
+        z3.Array(f"{name}.KS", I, KEY),
+        z3.Int(f"{name}.km"),
+        z3.Bool(f"{name}.ef"),
+        z3.Const(f"{name}.w", WATCHER),
+        z3.Bool("caching"),
+        z3.Bool("events"),
+    )
+
+
+SORTED_PARTS: tuple[str, ...] = ("INV-REF", "PERM", "INV-NULL", "INV-CACHE", "INV-EVENTS")
+"""The parts of S stated with the sorts (WATCH-PER-BLOCK counts the watchers pending on a
+block, a cardinality over a sort of unknown size: not stated)."""
+
+SORTED_SUPPORT: dict[str, tuple[str, ...]] = {p: symlists.SUPPORT[p] for p in SORTED_PARTS}
+
+
+def strong(N: Any, s: SState, a: SArgs) -> dict[str, Any]:
+    """S's parts, sorted (:func:`kvpool.proofs.props.strong` with the per-key and
+    per-watcher arrays over the sorts)."""
+    d = Unbounded(N)
+    cfg = Config(d, K=0, W=0)
+    b, k, w = z3.Int("s_b"), z3.Const("s_k", KEY), z3.Const("s_w", WATCHER)
+    x = z3.Int("s_x")
+    rng = z3.And(b >= 0, b < N)
+    return {
+        "INV-REF": z3.ForAll([b], z3.Implies(rng, z3.Select(s.ref, b) >= 0)),
+        "PERM": props.perm(cfg, s),
+        "INV-NULL": z3.And(
+            z3.Select(s.ref, 0) == 0,
+            z3.Not(z3.Select(s.keyed, 0)),
+            z3.ForAll([k], z3.Not(held(s, k, 0))),
+            z3.ForAll([w], z3.Not(z3.Select(z3.Select(s.pend, w), 0))),
+        ),
+        "INV-CACHE": z3.ForAll(
+            [b],
+            z3.Implies(
+                rng,
+                z3.And(
+                    z3.Implies(z3.Not(a.caching), z3.Not(z3.Select(s.keyed, b))),
+                    z3.ForAll(
+                        [k],
+                        held(s, k, b) == z3.And(z3.Select(s.keyed, b), z3.Select(s.key, b) == k),
+                    ),
+                ),
+            ),
+        ),
+        "INV-EVENTS": z3.If(
+            a.events,
+            z3.ForAll(
+                [k],
+                z3.Select(s.view, k) == z3.Exists([x], z3.And(x >= 0, x < N, held(s, k, x))),
+            ),
+            z3.And(s.nev == 0, z3.ForAll([k], z3.Not(z3.Select(s.view, k)))),
+        ),
+    }
+
+
+def sguard(op: str, N: Any, s: SState, x: Any, bugs: frozenset[str]) -> Any:
+    return guard(op, N, s, x, bugs)
+
+
+def _holder_left(N: Any, idx_k: Any) -> Any:
+    b = z3.Int("h_b")
+    return z3.Exists([b], z3.And(b >= 1, b < N, z3.Select(idx_k, b)))
+
+
+def sbody(
+    op: str, N: Any, u: SState, f: Any, L0: Any, a: SArgs, j: Any, bugs: frozenset[str]
+) -> tuple[SState, Any]:
+    """One entry of the call's loop on the sorted state (:func:`symlists.body`): the
+    state after entry ``j``, and FRONT's count so far (free_blocks)."""
+    d = Unbounded(N)
+    x = z3.Select(a.E, j)
+    t = u
+    if op == "FreeBlocks":
+        live = x != 0
+        r = z3.Select(t.ref, x) - 1
+        t = replace(t, ref=z3.If(live, d.store(t.ref, x, r, I), t.ref))
+        zero = z3.And(live, r == 0)
+        if "free-third-unqueued" in bugs:
+            zero = z3.And(zero, j != 2)
+        to_front = z3.Or(z3.Not(z3.Select(t.keyed, x)), z3.Not(a.caching), a.ef)
+        front: Any = symlists.q_insert(d, t, x, f)  # type: ignore[arg-type]
+        back: Any = q_append(d, t, x)  # type: ignore[arg-type]
+        t = smerge(z3.And(zero, to_front), front, smerge(z3.And(zero, z3.Not(to_front)), back, t))
+        return t, f + z3.If(z3.And(zero, to_front), iv(1), iv(0))
+    if op == "Touch":
+        live = z3.BoolVal(True) if "touch-null" in bugs else x != 0
+        r = z3.Select(t.ref, x)
+        if "touch-no-remove" not in bugs:
+            out: Any = q_remove(d, t, x)  # type: ignore[arg-type]
+            t = smerge(z3.And(live, r == 0, x != 0), out, t)
+        t = replace(t, ref=z3.If(live, d.store(t.ref, x, r + 1, I), t.ref))
+        return t, f
+    if op == "UnpinBlocks":
+        sa = symlists.LArgs(a.kind, a.m, a.E, a.KS, a.km, a.ef, a.w)
+        return unpin_body(t, sa, j, bugs), f
+    if op == "CacheBlocks":
+        k = z3.Select(a.KS, j)
+        idx = t.idx
+        if "cache-skips-index" not in bugs:
+            idx = z3.Store(t.idx, k, z3.Store(z3.Select(t.idx, k), x, True))
+        view = t.view
+        if "stored-event-missing" not in bugs:
+            view = z3.If(a.events, z3.Store(t.view, k, True), t.view)
+        t = replace(
+            t,
+            keyed=z3.Store(t.keyed, x, True),
+            key=z3.Store(t.key, x, k),
+            kst=z3.Store(t.kst, x, t.clock),
+            idx=idx,
+            view=view,
+            clock=t.clock + 1,
+        )
+        return t, f
+    if op == "EvictBlocks":
+        had = z3.Select(t.keyed, x)
+        kx = z3.Select(t.key, x)
+        old = z3.Select(t.idx, kx)
+        new = old if "evict-keeps-index" in bugs else z3.Store(old, x, False)
+        idx = z3.If(had, z3.Store(t.idx, kx, new), t.idx)
+        gone = had if "removed-per-block" in bugs else z3.And(had, z3.Not(_holder_left(N, new)))
+        log = z3.And(a.events, gone)
+        t = replace(
+            t,
+            keyed=z3.Store(t.keyed, x, False),
+            idx=idx,
+            view=z3.If(log, z3.Store(t.view, kx, False), t.view),
+            nev=t.nev + z3.If(log, iv(1), iv(0)),
+        )
+        return t, f
+    raise ValueError(f"not a list-taking call: {op}")
+
+
+def sfinish(op: str, t: SState, a: SArgs, bugs: frozenset[str]) -> SState:
+    """cache_blocks logs one BlockStored for the whole call (:func:`symlists.finish`)."""
+    if op == "CacheBlocks" and "stored-event-missing" not in bugs:
+        return replace(t, nev=t.nev + z3.If(z3.And(a.events, a.m > 0), iv(1), iv(0)))
+    return t
+
+
+def sclosed(op: str, a: SArgs, bugs: frozenset[str]) -> Any:
+    if op == "CacheBlocks":
+        return z3.And(a.m == a.km, *([] if "cache-when-off" in bugs else [a.caching]))
+    return z3.BoolVal(True)
+
+
+def _facts(op: str, f: Any, L0: Any, t: SState) -> list[Any]:
+    """:func:`symlists.loop_facts` on the sorted state."""
+    if op == "FreeBlocks":
+        return [f >= 0, f <= t.L]
+    if op == "UnpinBlocks":
+        return [L0 >= 0, L0 <= t.L]
+    return []
+
+
+def part_obligations(
+    op: str, bugs: frozenset[str] = frozenset(), max_m: int | None = None, full: bool = False
+) -> list[tuple[str, str, list[Any], Any, Any]]:
+    """Each sorted part's loop init, step and exit for ``op`` (:func:`symlists.obligations`
+    with the sorts), as (part, case, hypotheses, goal, ctx)."""
+    N = z3.Int("N")
+    a = fresh_sargs("a")
+    base = [N >= 1, a.kind == OPK[op], sclosed(op, a, bugs), a.m >= 0, a.km >= 0]
+    if max_m is not None:
+        base.append(a.m <= max_m)
+    out: list[tuple[str, str, list[Any], Any, Any]] = []
+    s = fresh_sstate("s")
+    S0 = strong(N, s, a)
+    for p in SORTED_PARTS:
+        goal = z3.And(S0[p], *_facts(op, iv(0), s.L, s))
+        out.append((p, "loop init", [*base, *S0.values()], goal, (N, s, a)))
+    u, f, L0, j = fresh_sstate("sj"), z3.Int("f"), z3.Int("L0"), z3.Int("j")
+    x = z3.Select(a.E, j)
+    Sj = strong(N, u, a)
+    step = [*base, j >= 0, j < a.m, x >= 0, x <= N, *_facts(op, f, L0, u)]
+    step.append(sguard(op, N, u, x, bugs))
+    t, f2 = sbody(op, N, u, f, L0, a, j, bugs)
+    St = strong(N, t, a)
+    for p in SORTED_PARTS:
+        sup = list(Sj.values()) if full else [Sj[q] for q in SORTED_SUPPORT[p]]
+        goal = z3.And(St[p], *_facts(op, f2, L0, t))
+        out.append((p, "loop step", [*step, *sup], goal, (N, u, a, j)))
+    um = fresh_sstate("sm")
+    Sm = strong(N, um, a)
+    post = sfinish(op, um, a, bugs)
+    Sp = strong(N, post, a)
+    ex = [*base, *Sm.values(), *_facts(op, z3.Int("fm"), z3.Int("L0m"), um)]
+    for p in SORTED_PARTS:
+        out.append((p, "loop exit", ex, Sp[p], (N, um, a)))
+    if "hyp-false" in bugs:
+        out = [(p, c, [*h, z3.BoolVal(False)], g, y) for p, c, h, g, y in out]
+    return out
+
+
+PROVE_SEEDS = 8
+"""A sorted part's query still unknown is asked again at the next z3 seed, up to this
+many, each with :data:`PROVE_SLICE_MS` (an unsat at any seed is a proof). Its proofs take
+well under a second when they come; at some seeds PERM's touch and unpin_blocks steps ran
+into symlists' 10 s slice (as symlists' own PERM steps do at other seeds)."""
+PROVE_SLICE_MS = 2000
+
+
+def _prove(
+    hyp: list[Any], goal: Any, timeout_ms: int, seed: int
+) -> tuple[str, float, z3.ModelRef | None]:
+    total, left = 0.0, timeout_ms
+    for k in range(PROVE_SEEDS):
+        status, dt, m = isolated_check(hyp, goal, min(PROVE_SLICE_MS, max(left, 1)), seed + k)
+        total += dt
+        left -= int(dt * 1000)
+        if status != "unknown" or left <= 0:
+            return status, total, m
+    return "unknown", total, None
+
+
+def part_goals(
+    parts: tuple[str, ...] = SORTED_PARTS,
+    ops: tuple[str, ...] = symlists.LIST_OPS,
+    cases: tuple[str, ...] | None = None,
+    bugs: frozenset[str] = frozenset(),
+    timeout_ms: int = 60000,
+    refute: bool = False,
+    max_m: int | None = None,
+    seed: int = 0,
+) -> list[symlists.Goal]:
+    out: list[symlists.Goal] = []
+    for op in ops:
+        for p, case, hyp, goal, ctx in part_obligations(op, bugs, max_m):
+            if p not in parts or (cases is not None and case not in cases):
+                continue
+            with named(f"symsorts: {p} / {op} / {case}"):
+                if refute:
+                    status, dt, m = symlists._ask(hyp, goal, ctx[0], timeout_ms, refute, seed)
+                else:
+                    status, dt, m = _prove(hyp, goal, timeout_ms, seed)
+            out.append(symlists.Goal(p, op, case, status, dt, m, ctx))
+            if refute and status == "refuted":
+                return out
+    return out
+
+
+# -- the sorted loops against symlists' (K = W = 2) -----------------------------------------
+
+
+def _related(cfg: Config, s2: State, s: SState, keys: list[Any], ws: list[Any]) -> Any:
+    """The sorted state ``s`` is symlists' ``s2`` with key j (1..K) read as ``keys[j-1]``
+    and watcher id i as ``ws[i]``."""
+    b = z3.Int("rel_b")
+    key_of = [z3.Select(s2.key, b) == j for j in range(1, len(keys) + 1)]
+    c = [
+        s.ref == s2.ref,
+        s.kst == s2.kst,
+        s.bst == s2.bst,
+        s.reg == s2.reg,
+        s.fb == s2.fb,
+        s.q == s2.q,
+        s.pos == s2.pos,
+        s.L == s2.L,
+        s.clock == s2.clock,
+        s.nev == s2.nev,
+        z3.ForAll(
+            [b],
+            z3.Implies(
+                z3.And(b >= 0, b <= cfg.dom.N),
+                z3.And(
+                    z3.Select(s2.key, b) >= 0,
+                    z3.Select(s2.key, b) <= len(keys),
+                    z3.Select(s.keyed, b) == (z3.Select(s2.key, b) != 0),
+                    *[
+                        z3.Implies(kj, z3.Select(s.key, b) == k)
+                        for kj, k in zip(key_of, keys, strict=True)
+                    ],
+                ),
+            ),
+        ),
+    ]
+    c += [z3.Select(s.idx, k) == x for k, x in zip(keys, s2.idx, strict=True)]
+    c += [z3.Select(s.view, k) == v for k, v in zip(keys, s2.view, strict=True)]
+    c += [z3.Select(s.pend, w) == p for w, p in zip(ws, s2.pend, strict=True)]
+    c += [z3.Select(s.wst, w) == x for w, x in zip(ws, s2.wst, strict=True)]
+    return z3.And(c)
+
+
+def agreement_obligations(
+    bugs: frozenset[str] = frozenset(),
+) -> list[tuple[str, str, list[Any], Any, Any]]:
+    """Per list call: on states related as :func:`_related` says (the sorts holding exactly
+    two keys and two watcher ids), the sorted loop's guard, body and finish are
+    symlists' (``bugs`` go into the sorted loop only)."""
+    out: list[tuple[str, str, list[Any], Any, Any]] = []
+    for op in symlists.LIST_OPS:
+        cfg = symlists._cfg(frozenset())
+        N = cfg.dom.N
+        s2 = fresh_state(cfg, "k2", globals_=False)
+        s = fresh_sstate("u")
+        a2, a = symlists.fresh_largs("a2"), fresh_sargs("a")
+        keys = [z3.Const(f"key{j}", KEY) for j in (1, 2)]
+        ws = [z3.Const(f"wat{i}", WATCHER) for i in (0, 1)]
+        k, w = z3.Const("any_k", KEY), z3.Const("any_w", WATCHER)
+        j, f, L0 = z3.Int("j"), z3.Int("f"), z3.Int("L0")
+        hyp = [
+            N >= 1,
+            keys[0] != keys[1],
+            z3.ForAll([k], z3.Or(k == keys[0], k == keys[1])),
+            ws[0] != ws[1],
+            z3.ForAll([w], z3.Or(w == ws[0], w == ws[1])),
+            _related(cfg, s2, s, keys, ws),
+            a.E == a2.E,
+            a.m == a2.m,
+            a.km == a2.km,
+            a.ef == a2.ef,
+            a2.w >= 0,
+            a2.w < 2,
+            a.w == z3.If(a2.w == 0, ws[0], ws[1]),
+            j >= 0,
+            j < a.m,
+            symlists.domain(cfg, a2, j),
+            z3.Select(a.KS, j) == z3.If(z3.Select(a2.KS, j) == 1, keys[0], keys[1]),
+        ]
+        lp = symlists.Loop(s2, f, L0)
+        x = z3.Select(a.E, j)
+        t2 = symlists.body(cfg, op, lp, a2, j)
+        t, f2 = sbody(op, N, s, f, L0, a, j, bugs)
+        goal = z3.And(
+            symlists.closed_checks(cfg, op, a2) == sclosed(op, a, bugs),
+            symlists.guard(cfg, op, lp, x) == sguard(op, N, s, x, bugs),
+            _related(cfg, t2.s, t, keys, ws),
+            t2.f == f2,
+            _related(
+                cfg,
+                symlists.finish(cfg, op, lp, a2),
+                sfinish(op, s, a, bugs),
+                keys,
+                ws,
+            ),
+        )
+        out.append(("agreement", op, hyp, goal, (N, s, a, j)))
+    return out
+
+
+def _conjuncts(g: Any) -> list[Any]:
+    out: list[Any] = []
+    for c in g.children() if z3.is_and(g) else [g]:
+        out += _conjuncts(c) if z3.is_and(c) else [c]
+    return out
+
+
+def agreement_goals(
+    bugs: frozenset[str] = frozenset(),
+    timeout_ms: int = 60000,
+    refute: bool = False,
+    ops: tuple[str, ...] = symlists.LIST_OPS,
+) -> list[symlists.Goal]:
+    """Each call's agreement proved (one query). With ``refute`` (a bug's search): each
+    conjunct of the goal asked apart at N = 3, z3 seeds 0..2, until one is refuted (the
+    whole goal's equalities of arrays built from lambdas leave z3 "unknown" on a model)."""
+    out: list[symlists.Goal] = []
+    for r, op, hyp, goal, ctx in agreement_obligations(bugs):
+        if op not in ops:
+            continue
+        name = f"symsorts: sorted loop == symlists' loop (K = W = 2) / {op}"
+        if not refute:
+            with named(name):
+                status, dt, m = isolated_check(hyp, goal, timeout_ms)
+            out.append(symlists.Goal(r, op, "one entry", status, dt, m, ctx))
+            continue
+        status, dt, m, seen = "proved", 0.0, None, set()
+        for c in _conjuncts(goal):
+            for seed in range(3):
+                with named(f"{name} / a conjunct at N=3"):
+                    st, took, m = isolated_check([*hyp, ctx[0] == 3], c, timeout_ms, seed)
+                dt += took
+                if st != "unknown":
+                    break
+            seen.add(st)
+            if st == "refuted":
+                status = "refuted"
+                break
+        if status != "refuted":
+            status = "unknown" if "unknown" in seen else "proved"
+        out.append(symlists.Goal(r, op, "one entry", status, dt, m, ctx))
+    return out
+
+
+def decode_sstate(mdl: z3.ModelRef, n: int, s: SState) -> Any:
+    """A model's sorted state as a spec PoolState of n blocks: keys and watcher ids named
+    by the model's elements of their sorts (watchers numbered in order of first
+    appearance), each key's holders in kst order, each block's watchers in wst order;
+    the global registration counters are the per-block ghosts' sums."""
+    from kvpool.spec import PoolState
+
+    def ev(x: Any) -> Any:
+        return mdl.eval(x, model_completion=True)
+
+    caching = z3.is_true(ev(z3.Bool("caching")))
+    events = z3.is_true(ev(z3.Bool("events")))
+    ps = PoolState.initial(n, caching, events)
+    ps.ref = [int(ev(z3.Select(s.ref, b)).as_long()) for b in range(n)]
+    L = int(ev(s.L).as_long())
+    ps.free = OrderedDict.fromkeys(int(ev(z3.Select(s.q, i)).as_long()) for i in range(max(L, 0)))
+    kst = [int(ev(z3.Select(s.kst, b)).as_long()) for b in range(n)]
+    keys = list(mdl.get_universe(KEY) or [])
+    names = {str(k): f"key{i}" for i, k in enumerate(keys)}
+    for b in range(n):
+        if z3.is_true(ev(z3.Select(s.keyed, b))):
+            ps.key[b] = names.get(str(ev(z3.Select(s.key, b))), "key?")
+    for k in keys:
+        holders = [b for b in range(n) if z3.is_true(ev(held(s, k, b)))]
+        if holders:
+            ps.index[names[str(k)]] = dict.fromkeys(sorted(holders, key=lambda b: (kst[b], b)))
+        if events and z3.is_true(ev(z3.Select(s.view, k))):
+            ps.view.add(names[str(k)])
+    wats = list(mdl.get_universe(WATCHER) or [])
+    bst = [int(ev(z3.Select(s.bst, b)).as_long()) for b in range(n)]
+    for b in sorted(range(n), key=lambda b: (bst[b], b)):
+        on = [w for w in wats if z3.is_true(ev(z3.Select(z3.Select(s.pend, w), b)))]
+        on.sort(key=lambda w: int(ev(z3.Select(z3.Select(s.wst, w), b)).as_long()))
+        if on:
+            ps.pending[b] = [[str(x) for x in wats].index(str(w)) for w in on]
+    ps.registered = sum(int(ev(z3.Select(s.reg, b)).as_long()) for b in range(n))
+    ps.fired = sum(int(ev(z3.Select(s.fb, b)).as_long()) for b in range(n))
+    return ps
+
+
+def part_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
+    """Each distinct sorted part hypothesis (all of the sorted S, per call and case) has a
+    model at N = n: a list of >= 3 entries and j = 2 preferred."""
+    out: list[symlists.Goal] = []
+    for op in symlists.LIST_OPS:
+        seen: set[str] = set()
+        for p, case, hyp, _goal, ctx in part_obligations(op, full=True):
+            if case in seen:
+                continue
+            seen.add(case)
+            a, u = ctx[2], ctx[1]
+            prefer = [a.m >= 3, *([ctx[3] == 2] if case == "loop step" else [])]
+            # a block holding a key and a watcher pending on a block, if it can be
+            rich = [z3.Select(u.keyed, 1), z3.Select(z3.Select(u.pend, z3.Const("w!", WATCHER)), 2)]
+            hyps = [*hyp, n == ctx[0]]
+            st, dt, m = hypothesis_model(hyps, [[*prefer, *rich], prefer, []], timeout_ms)
+            out.append(symlists.Goal(p, op, case, st, dt, m, ctx))
+    return out
+
+
+def part_witness_problems(ws: list[symlists.Goal], n: int) -> list[str]:
+    """The witnesses' states decoded must pass the spec's invariants that the sorted S
+    claims (all but INV-WATCH, whose count is not stated with the sorts)."""
+    from kvpool.spec import check_pool
+
+    claimed = {inv for p in SORTED_PARTS for inv in props.STRONG_PARTS[p]}
+    problems: list[str] = []
+    for w in ws:
+        if w.status != "sat" or w.model is None:
+            problems.append(f"{w.name} / {w.op} / {w.case}: hypothesis {w.status}")
+            continue
+        ps = decode_sstate(w.model, n, w.ctx[1])
+        bad = [v for v in check_pool(ps) if v.invariant in claimed]
+        if bad:
+            problems.append(f"{w.op} / {w.case}: decoded state breaks {bad[0]}")
+    return problems
+
+
+def part_mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
+    """symlists' mutants of the list calls whose part is stated with the sorts: each must
+    fail that part's loop step on the sorted state (the long-list one proved with lists
+    of <= 2 there); the decoded replay of each is symlists' row (K = W = 2)."""
+    rows = []
+    note = "the counterexample's replay: symlists' row of this mutant (K = W = 2)"
+    for bug, (part, op) in symlists.LIST_MUTANTS.items():
+        if part not in SORTED_PARTS:
+            continue
+        b = frozenset([bug])
+
+        def ask(seed: int, part: str = part, op: str = op, b: frozenset[str] = b) -> Any:
+            return part_goals((part,), (op,), ("loop step",), b, timeout_ms, True, seed=seed)
+
+        def short(part: str = part, op: str = op, b: frozenset[str] = b) -> Any:
+            return part_goals((part,), (op,), ("loop step",), b, timeout_ms, max_m=2)
+
+        row = _step_mutant_row(
+            part, bug, ask, short if bug == symlists.LONG_LIST_MUTANT else None, note
+        )
+        row["invariants"] = props.STRONG_PARTS[part]
+        rows.append(row)
+    return rows

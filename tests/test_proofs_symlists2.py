@@ -96,7 +96,7 @@ def test_err_atomic_and_watch_fire_with_sorts_and_their_mutants() -> None:
     gs = symsorts.atomic_goals() + symsorts.watch_goals()
     assert len(gs) == 3 * len(symlists.LIST_OPS) + 3
     assert [(g.name, g.op, g.case) for g in gs if g.status != "proved"] == []
-    rows = symsorts.mutant_rows(10000)
+    rows = symsorts.mutant_rows(10000)[-3:]  # (RES-CACHED, ERR-ATOMIC, WATCH-FIRE)
     assert [r["status"] for r in rows] == ["expected-refuted"] * 3, rows
     assert "with lists <= 2 the step is proved" in rows[1]["replay"]
 
@@ -114,3 +114,28 @@ def test_every_sorted_hypothesis_has_a_witness_and_a_vacuous_one_fails() -> None
         symsorts.cached_obligations = real  # type: ignore[assignment]
     assert bad["status"] == "NOT-witnessed"
     assert "RES-CACHED / GetCachedBlock / scan init: hypothesis unsat" in bad["replay"]
+
+
+def test_the_parts_of_s_with_sorts_are_proved_and_their_mutants_refuted() -> None:
+    from kvpool.proofs import symsorts
+
+    gs = symsorts.part_goals()
+    assert len(gs) == len(symsorts.SORTED_PARTS) * len(symlists.LIST_OPS) * 3
+    assert [(g.name, g.op, g.case, g.status) for g in gs if g.status != "proved"] == []
+    rows = symsorts.part_mutant_rows(10000)
+    assert len(rows) == 9 and {r["status"] for r in rows} == {"expected-refuted"}, rows
+    ws = symsorts.part_witness_goals()
+    assert symsorts.part_witness_problems(ws, 3) == []
+
+
+def test_the_sorted_loops_agree_with_symlists_loops_and_the_check_can_fail() -> None:
+    from kvpool.proofs import symsorts
+
+    assert {g.op: g.status for g in symsorts.agreement_goals()} == dict.fromkeys(
+        symlists.LIST_OPS, "proved"
+    )
+    # a bug put into the sorted loop only: cache_blocks leaves the index as it was
+    bad = symsorts.agreement_goals(
+        frozenset({"cache-skips-index"}), 5000, refute=True, ops=("CacheBlocks",)
+    )
+    assert [g.status for g in bad] == ["refuted"]

@@ -393,7 +393,6 @@ class _LongListBugs(BuggyWorld):
             ps.free[b] = None
         return Outcome()
 
-
     def _free_keeping_prefix(self, op: FreeBlocks) -> Outcome:
         """free_blocks checked entry by entry as it goes: refused at its third entry or
         later, it keeps the releases of the entries before (the bug)."""

@@ -139,3 +139,26 @@ def test_the_sorted_loops_agree_with_symlists_loops_and_the_check_can_fail() -> 
         frozenset({"cache-skips-index"}), 5000, refute=True, ops=("CacheBlocks",)
     )
     assert [g.status for g in bad] == ["refuted"]
+
+
+def test_the_dashboard_says_sorts_only_where_a_sorted_row_proved_it() -> None:
+    from kvpool import verify
+    from kvpool.proofs import symsorts
+    from kvpool.proofs.runner import ObligationResult as R
+
+    def row(inv: str, bounds: str, status: str = "proved") -> R:
+        return R(f"S => {inv}", "inductive", "z3 induction", (inv,), bounds, status, 0.0)
+
+    rows = [
+        row("INV-REF", "every N"),
+        row("INV-FREE", "every N"),
+        row("INV-REF", symlists.BOUNDS),
+        row("INV-FREE", symlists.BOUNDS),
+        row("INV-REF", symsorts.SORTS_BOUNDS),
+    ]
+    cells = {c.name: c for c in verify.proof_checks(rows)}["z3 induction"].cells
+    assert cells["INV-REF"].detail == f"every N, every list length, {verify.KW_SORTS}"
+    assert cells["INV-FREE"].detail == f"every N, every list length, {verify.KW_FIXED}"
+    rows[-1] = row("INV-REF", symsorts.SORTS_BOUNDS, "unknown")
+    cells = {c.name: c for c in verify.proof_checks(rows)}["z3 induction"].cells
+    assert cells["INV-REF"].status == "failed"

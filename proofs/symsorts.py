@@ -589,7 +589,7 @@ def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
     """Each hypothesis of :func:`obligations` has a model at N = n (RES-CACHED: two blocks
     holding the queried key preferred; a loop step: a list of >= 3 entries and j = 2)."""
     out: list[symlists.Goal] = []
-    for r, op, case, hyp, _goal, ctx in obligations():
+    for r, op, case, hyp, _goal, ctx in obligations(parts=False):  # (parts: below)
         N, s = ctx[0], ctx[1]
         if op == "GetCachedBlock":
             prefer = [held(s, ctx[2], 1), held(s, ctx[2], 2)]
@@ -602,15 +602,18 @@ def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
 
 
 def obligations(
-    bugs: frozenset[str] = frozenset(),
+    bugs: frozenset[str] = frozenset(), parts: bool = True
 ) -> list[tuple[str, str, str, list[Any], Any, Any]]:
     """Every obligation of this module as (rule, call kind, case, hypotheses, goal, ctx):
-    the z3 queries, for a second solver."""
+    the z3 queries, for a second solver (``parts``: S's parts' too; the agreements are
+    :func:`agreement_obligations` and :func:`scan_agreement_goals`)."""
     out = [(r, "GetCachedBlock", c, h, g, x) for r, c, h, g, x in cached_obligations(bugs)]
     for op in symlists.LIST_OPS:
         out += [(r, op, c, h, g, x) for r, c, h, g, x in atomic_obligations(op, bugs)]
     for op in symlists.LIST_OPS:
         out += [(r, op, c, h, g, x) for r, c, h, g, x in watch_obligations(op, bugs)]
+    for op in symlists.LIST_OPS if parts else ():
+        out += [(r, op, c, h, g, x) for r, c, h, g, x in part_obligations(op, bugs)]
     return out
 
 

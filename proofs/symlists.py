@@ -706,6 +706,14 @@ class Ghosts:
         return z3.Select(self.pre[c], j)
 
 
+def keyless(d: Any, s: Any, b: Any) -> Any:
+    """Block ``b`` holds no key: ``key[b] == 0``, or on :mod:`~kvpool.proofs.symsorts`'
+    state (keys of a sort) ``keyed[b]`` false. The rules' ghosts read it, so that the
+    sorted loops reuse them."""
+    keyed = getattr(s, "keyed", None)
+    return z3.Not(d.sel(keyed, b)) if keyed is not None else d.sel(s.key, b) == 0
+
+
 def _ghosts(cfg: Config, op: str, s: State, a: LArgs, upto: int | None = None) -> Ghosts:
     """The rule's ghosts, defined by their recurrences; with ``upto`` (a list of at most
     that many entries) as closed-form sums instead, for a counterexample's search."""
@@ -751,7 +759,7 @@ def _ghosts(cfg: Config, op: str, s: State, a: LArgs, upto: int | None = None) -
     else:
 
         def front(k: Any) -> Any:
-            return z3.Or(d.sel(s.key, E(k)) == 0, z3.Not(cfg.caching), a.ef)
+            return z3.Or(keyless(d, s, E(k)), z3.Not(cfg.caching), a.ef)
 
         classes = {
             "F": lambda k: z3.And(zero(k), front(k)),
@@ -827,6 +835,7 @@ def _tracks(cfg: Config, op: str, s: State, g: Ghosts, u: Loop, j: Any) -> list[
             z3.Implies(z3.And(b >= 1, b < d.N), d.sel(u.s.ref, b) == d.sel(s.ref, b) - g.cnt(b, j)),
         ),
         u.s.key == s.key,
+        *([getattr(u.s, "keyed") == s.keyed] if hasattr(s, "keyed") else []),  # noqa: B009
     ]
     if op == "FreeBlocks":
         out.append(u.f == g.at("F", j))

@@ -42,11 +42,13 @@ loops of :mod:`~kvpool.proofs.symlists`) and any number of keys and watcher ids:
   symlists. :func:`agreement_goals` ties the sorted loop to symlists': on states related
   key by key and watcher by watcher (the sorts holding exactly two of each), one entry's
   guard, body and finish give related states, for every N.
+* **ORD-RELEASE, ORD-UNPIN** (:func:`rule_goals`): symlists' ghosts, shape and loop facts
+  on this state and its loop; their mutants refuted with the loop unrolled to 3 entries
+  and replayed on the buggy spec.
 
 Not done with sorts: WATCH-PER-BLOCK and the counts INV-CONSERVE, INV-WATCH (INV-WATCH
 counts the watchers pending on a block, a cardinality a sort of unknown size gives no
-term for), the ordering rules ORD-RELEASE and ORD-UNPIN (their ghosts are symlists', on
-K = W = 2), and every call kind that takes no list
+term for), and every call kind that takes no list
 (:mod:`~kvpool.proofs.induction`, :mod:`~kvpool.proofs.steprules`,
 :mod:`~kvpool.proofs.counting`): those keep K = W = 2. Each hypothesis here has a model
 (:func:`witness_row`), decoded into a spec state that passes ``check_pool`` (S's: the
@@ -482,7 +484,9 @@ def atomic_goals(
     return out
 
 
-def unpin_body(s: SState, a: symlists.LArgs, j: Any, bugs: frozenset[str]) -> SState:
+def unpin_body(
+    s: SState, a: symlists.LArgs, j: Any, bugs: frozenset[str], L0: Any = None
+) -> SState:
     """unpin_blocks' entry ``j`` (:func:`symlists.body`, sorted): one reference less, the
     watcher ``a.w`` (of sort Watcher) pending on the block unless it already is, the
     block queued at the back if it reaches ref_cnt 0."""
@@ -508,6 +512,8 @@ def unpin_body(s: SState, a: symlists.LArgs, j: Any, bugs: frozenset[str]) -> SS
         clock=s.clock + 1,
     )
     queued: Any = q_append(Unbounded(), t, x)  # type: ignore[arg-type]
+    if "unpin-reversed" in bugs and L0 is not None:  # each ahead of the ones before it
+        queued = symlists.q_insert(Unbounded(), t, x, L0)  # type: ignore[arg-type]
     released = z3.BoolVal(True) if "unpin-append-always" in bugs else r == 0
     return smerge(released, queued, t)
 
@@ -624,7 +630,7 @@ def witness_row(timeout_ms: int = 20000, n: int = 3) -> dict[str, Any]:
     from kvpool.spec import GetCachedBlock, World, check_pool
 
     ws = witness_goals(timeout_ms, n)
-    parts = part_witness_goals(timeout_ms, n)
+    parts = part_witness_goals(timeout_ms, n) + rule_witness_goals(timeout_ms, n)
     problems = part_witness_problems(parts, n)
     for w in ws:
         if w.status != "sat" or w.model is None:
@@ -699,6 +705,7 @@ def mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
     replayed = "the counterexample's replay: symlists' row of this mutant (K = W = 2)"
     return [
         *part_mutant_rows(timeout_ms),
+        *rule_mutant_rows(timeout_ms),
         cached_mutant_row(timeout_ms),
         _step_mutant_row(
             "ERR-ATOMIC",
@@ -728,9 +735,12 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
         ("RES-CACHED", "RES-CACHED, get_cached_block's scan by its recurrence", cached_goals),
         ("ERR-ATOMIC", "ERR-ATOMIC, list calls as loops, keys and watchers as sorts", atomic_goals),
         ("WATCH-FIRE", "WATCH-FIRE, list calls as loops, keys and watchers as sorts", watch_goals),
+        ("ORD-RELEASE", "ORD-RELEASE, its call as a loop, keys and watchers as sorts", rule_goals),
+        ("ORD-UNPIN", "ORD-UNPIN, its call as a loop, keys and watchers as sorts", rule_goals),
     ]
     for rule, title, fn in parts:
         gs = fn(timeout_ms=timeout_ms)
+        gs = [g for g in gs if g.name == rule]  # (rule_goals: one rule's row each)
         status, bad = goals_status(gs)
         out.append(
             dict(
@@ -920,8 +930,10 @@ def sbody(
         zero = z3.And(live, r == 0)
         if "free-third-unqueued" in bugs:
             zero = z3.And(zero, j != 2)
-        to_front = z3.Or(z3.Not(z3.Select(t.keyed, x)), z3.Not(a.caching), a.ef)
-        front: Any = symlists.q_insert(d, t, x, f)  # type: ignore[arg-type]
+        ef = z3.BoolVal(False) if "evict-first-ignored" in bugs else a.ef
+        to_front = z3.Or(z3.Not(z3.Select(t.keyed, x)), z3.Not(a.caching), ef)
+        at = iv(0) if "front-reversed" in bugs else f
+        front: Any = symlists.q_insert(d, t, x, at)  # type: ignore[arg-type]
         back: Any = q_append(d, t, x)  # type: ignore[arg-type]
         t = smerge(z3.And(zero, to_front), front, smerge(z3.And(zero, z3.Not(to_front)), back, t))
         return t, f + z3.If(z3.And(zero, to_front), iv(1), iv(0))
@@ -935,7 +947,7 @@ def sbody(
         return t, f
     if op == "UnpinBlocks":
         sa = symlists.LArgs(a.kind, a.m, a.E, a.KS, a.km, a.ef, a.w)
-        return unpin_body(t, sa, j, bugs), f
+        return unpin_body(t, sa, j, bugs, L0), f
     if op == "CacheBlocks":
         k = z3.Select(a.KS, j)
         idx = t.idx
@@ -1284,6 +1296,24 @@ def part_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goa
     return out
 
 
+def rule_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
+    """Each sorted rule hypothesis (all of the sorted S) has a model at N = n, the ghosts
+    pinned to their closed form on a list of 3 entries, as symlists' witnesses do (z3
+    finds no model of their recurrences alone in minutes): still models of them."""
+    out: list[symlists.Goal] = []
+    cfg = symlists._cfg(frozenset())
+    for rule, op in symlists.RULE_OPS.items():
+        for r, case, hyp, _goal, ctx in rule_obligations(rule, full=True):
+            N, a, j, g, pre_state = ctx[0], ctx[2], ctx[3], ctx[4], ctx[5]
+            closed = symlists._ghosts(cfg, op, pre_state, a, upto=symlists.UNROLL)
+            pins = [a.m == symlists.UNROLL, g.Cnt == closed.Cnt]
+            pins += [g.pre[c] == closed.pre[c] for c in g.pre]
+            prefer = [*pins, *([j == 2] if j is not None else [])]
+            st, dt, m = hypothesis_model([*hyp, n == N], [prefer, pins], timeout_ms)
+            out.append(symlists.Goal(r, op, case, st, dt, m, ctx))
+    return out
+
+
 def part_witness_problems(ws: list[symlists.Goal], n: int) -> list[str]:
     """The witnesses' states decoded must pass the spec's invariants that the sorted S
     claims (all but INV-WATCH, whose count is not stated with the sorts)."""
@@ -1325,3 +1355,182 @@ def part_mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
         row["invariants"] = claims(part)
         rows.append(row)
     return rows
+
+
+# -- ORD-RELEASE and ORD-UNPIN with the sorts ------------------------------------------------
+
+
+def rule_obligations(
+    rule: str, bugs: frozenset[str] = frozenset(), full: bool = False
+) -> list[tuple[str, str, list[Any], Any, Any]]:
+    """:func:`symlists.rule_obligations` on the sorted state: the same ghosts, shape and
+    loop facts (:func:`symlists._ghosts`, ``_shape``, ``_tracks``), the sorted loop's
+    body; the loop step from PERM and INV-REF (sorted; all of the sorted S with
+    ``full``)."""
+    op = symlists.RULE_OPS[rule]
+    cfg = symlists._cfg(bugs)
+    N = cfg.dom.N
+    a = fresh_sargs("a")
+    s = fresh_sstate("s")
+    sa: Any = a
+    ss: Any = s
+    g = symlists._ghosts(cfg, op, ss, sa)
+    base = [N >= 1, a.kind == OPK[op], a.m >= 0, a.km >= 0, *g.recs]
+    S = strong(N, s, a)
+    pre = list(S.values()) if full else [S["PERM"], S["INV-REF"]]
+    out: list[tuple[str, str, list[Any], Any, Any]] = []
+
+    def at(u: Any, f: Any, j: Any) -> list[Any]:
+        lp: Any = symlists.Loop(u, f, s.L)
+        return [
+            *symlists._shape(cfg, op, ss, sa, g, lp, j),
+            *symlists._tracks(cfg, op, ss, g, lp, j),
+        ]
+
+    out.append(
+        (rule, "loop init", [*base, *pre], z3.And(at(s, iv(0), iv(0))), (N, s, a, None, g, s))
+    )
+    sj, f, j = fresh_sstate("sj"), z3.Int("f"), z3.Int("j")
+    x = z3.Select(a.E, j)
+    Sj = strong(N, sj, a)
+    hyp = [*base, *pre, j >= 0, j < a.m, x >= 0, x <= N, *_facts(op, f, s.L, sj)]
+    hyp += [sguard(op, N, sj, x, bugs), *(Sj.values() if full else [Sj["PERM"], Sj["INV-REF"]])]
+    hyp += at(sj, f, j)
+    t, f2 = sbody(op, N, sj, f, s.L, a, j, bugs)
+    out.append((rule, "loop step", hyp, z3.And(at(t, f2, j + 1)), (N, sj, a, j, g, s)))
+    sm, fm = fresh_sstate("sm"), z3.Int("fm")
+    last: Any = sfinish(op, sm, a, bugs)
+    post = symlists.Loop(last, fm, s.L)
+    goal = z3.And(symlists._shape(cfg, op, ss, sa, g, post, a.m))
+    out.append((rule, "loop exit", [*base, *pre, *at(sm, fm, a.m)], goal, (N, s, a, None, g, s)))
+    if "hyp-false" in bugs:
+        out = [(r, c, [*h, z3.BoolVal(False)], gl, y) for r, c, h, gl, y in out]
+    return out
+
+
+def rule_goals(
+    rules: tuple[str, ...] = tuple(symlists.RULE_OPS),
+    cases: tuple[str, ...] | None = None,
+    bugs: frozenset[str] = frozenset(),
+    timeout_ms: int = 60000,
+    seed: int = 0,
+) -> list[symlists.Goal]:
+    out: list[symlists.Goal] = []
+    for rule in rules:
+        for r, case, hyp, goal, ctx in rule_obligations(rule, bugs):
+            if cases is not None and case not in cases:
+                continue
+            with named(f"symsorts: {r} / {case}"):
+                status, dt, m = _prove(hyp, goal, timeout_ms, seed)
+            out.append(symlists.Goal(r, symlists.RULE_OPS[rule], case, status, dt, m, ctx))
+    return out
+
+
+def unrolled(
+    op: str, N: Any, s: SState, a: SArgs, n: int, bugs: frozenset[str]
+) -> tuple[SState, Any]:
+    """The sorted call on at most ``n`` entries, its loop unrolled: the accepted call's
+    post-state, and whether it is accepted."""
+    u, f = s, iv(0)
+    ok = [sclosed(op, a, bugs)]
+    for j in range(n):
+        live = iv(j) < a.m
+        ok.append(z3.Implies(live, sguard(op, N, u, z3.Select(a.E, j), bugs)))
+        t, f2 = sbody(op, N, u, f, s.L, a, iv(j), bugs)
+        u, f = smerge(live, t, u), z3.If(live, f2, f)
+    return sfinish(op, u, a, bugs), z3.And(ok)
+
+
+def unrolled_rule_goal(
+    rule: str, bugs: frozenset[str], timeout_ms: int = 30000, seed: int = 0
+) -> symlists.Goal:
+    """The rule of an accepted call on at most :data:`symlists.UNROLL` entries, the sorted
+    loop unrolled, from a state satisfying the sorted S (the ghosts in closed form):
+    a refutation is a concrete state and call, for the replay."""
+    op, n = symlists.RULE_OPS[rule], symlists.UNROLL
+    cfg = symlists._cfg(bugs)
+    N = cfg.dom.N
+    s, a = fresh_sstate("s"), fresh_sargs("a")
+    ss: Any = s
+    sa: Any = a
+    t: Any
+    t, ok = unrolled(op, N, s, a, n, bugs)
+    g = symlists._ghosts(cfg, op, ss, sa, upto=n)
+    hyp = [a.kind == OPK[op], a.m >= 0, a.m <= n, ok, *strong(N, s, a).values()]
+    hyp += [z3.And(z3.Select(a.E, j) >= 0, z3.Select(a.E, j) <= N) for j in range(n)]
+    last: Any = symlists.Loop(t, iv(0), s.L)  # (the shape reads its state only)
+    goal = z3.And(symlists._shape(cfg, op, ss, sa, g, last, a.m))
+    with named(f"symsorts: {rule} / unrolled <= {n}"):
+        status, dt, m = symlists._ask(hyp, goal, N, timeout_ms, True, seed)
+    return symlists.Goal(rule, op, f"unrolled <= {n}", status, dt, m, (N, s, a))
+
+
+def decode_call(mdl: z3.ModelRef, op: str, a: SArgs, n: int) -> Any:
+    """A model's call, in the spec's terms (the watcher numbered as :func:`decode_sstate`
+    numbers the model's Watcher elements)."""
+    from kvpool.spec import BlockRef, FreeBlocks, UnpinBlocks
+
+    def ev(x: Any) -> Any:
+        return mdl.eval(x, model_completion=True)
+
+    m = int(ev(a.m).as_long())
+    ids = tuple(BlockRef(0, int(ev(z3.Select(a.E, j)).as_long())) for j in range(m))
+    if op == "FreeBlocks":
+        return FreeBlocks(ids, z3.is_true(ev(a.ef)))
+    wats = [str(w) for w in (mdl.get_universe(WATCHER) or [])]
+    w = str(ev(a.w))
+    return UnpinBlocks(ids, wats.index(w) if w in wats else len(wats))
+
+
+def rule_mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
+    """symlists' ORD-RELEASE and ORD-UNPIN mutants on the sorted loop, unrolled to 3
+    entries: refuted, decoded, and replayed on the buggy spec, whose free queue must
+    differ from the semantics'. (The loop step is not asked with a mutant, as in
+    symlists: with the ghosts' recurrences z3 finds no model.)"""
+    from kvpool.spec import World, check_pool
+
+    from .mutants import world_class
+
+    out = []
+    for bug, rule in symlists.RULE_MUTANTS.items():
+        op = symlists.RULE_OPS[rule]
+        row: dict[str, Any] = dict(
+            obligation=f"{rule}, keys and watchers as sorts [{bug}]",
+            kind="mutant",
+            technique="z3 induction",
+            invariants=(rule,),
+            bounds=SORTS_BOUNDS,
+            status="unknown",
+            seconds=0.0,
+            trace=[],
+            replay=f"no counterexample with <= {symlists.UNROLL} entries",
+        )
+        for seed in range(3):
+            g = unrolled_rule_goal(rule, frozenset([bug]), timeout_ms, seed)
+            row["seconds"] += g.seconds
+            if g.status == "proved":
+                row["status"], row["replay"] = "NOT-refuted", ""
+                break
+            if g.status != "refuted" or g.model is None:
+                continue
+            N, s, a = g.ctx
+            n = int(g.model.eval(N, model_completion=True).as_long())
+            ps, call = decode_sstate(g.model, n, s), decode_call(g.model, op, a, n)
+            row["trace"] = [f"state: N={n} {ps.describe()}", repr(call)]
+            if [v for v in check_pool(ps) if v.invariant != "INV-WATCH"]:
+                row["status"], row["replay"] = "NOT-confirmed", "decoded state breaks S"
+                continue
+            good, bad = World([ps.copy()], [True]), world_class(bug).from_state(bug, ps)
+            good.apply(call)
+            bad.apply(call)
+            mine, spec = list(bad.pools[0].free), list(good.pools[0].free)
+            if mine != spec:
+                row["status"] = "expected-refuted"
+                row["replay"] = (
+                    f"unrolled to {symlists.UNROLL} entries: confirmed: the free queue is "
+                    f"{mine}, the semantics' {spec}"
+                )
+                break
+            row["status"], row["replay"] = "NOT-confirmed", "NOT confirmed by replay"
+        out.append(row)
+    return out

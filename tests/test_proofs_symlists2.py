@@ -162,3 +162,20 @@ def test_the_dashboard_says_sorts_only_where_a_sorted_row_proved_it() -> None:
     rows[-1] = row("INV-REF", symsorts.SORTS_BOUNDS, "unknown")
     cells = {c.name: c for c in verify.proof_checks(rows)}["z3 induction"].cells
     assert cells["INV-REF"].status == "failed"
+
+
+def test_the_ordering_rules_with_sorts_and_their_mutants_replayed() -> None:
+    from kvpool.proofs import symsorts
+
+    gs = symsorts.rule_goals()
+    assert [(g.name, g.case, g.status) for g in gs] == [
+        (rule, case, "proved")
+        for rule in ("ORD-UNPIN", "ORD-RELEASE")
+        for case in ("loop init", "loop step", "loop exit")
+    ]
+    rows = symsorts.rule_mutant_rows(10000)
+    assert [r["status"] for r in rows] == ["expected-refuted"] * 3, rows
+    assert all("confirmed: the free queue is" in r["replay"] for r in rows)
+    ws = symsorts.rule_witness_goals()
+    assert {w.status for w in ws} == {"sat"}
+    assert symsorts.part_witness_problems(ws, 3) == []

@@ -423,17 +423,12 @@ def guard(op: str, N: Any, s: SState, x: Any, bugs: frozenset[str]) -> Any:
     return z3.And(ok)
 
 
-def closed_checks(op: str, a: symlists.LArgs, caching: Any) -> Any:
-    return z3.And(a.m == a.km, caching) if op == "CacheBlocks" else z3.BoolVal(True)
-
-
 def atomic_obligations(
     op: str, bugs: frozenset[str] = frozenset(), max_m: int | None = None
 ) -> list[tuple[str, str, list[Any], Any, Any]]:
     """:func:`symlists.atomic_obligations` on the sorted state: loop init, step, exit."""
     N = z3.Int("N")
-    caching = z3.Bool("caching")
-    a = symlists.fresh_largs("a")
+    a = fresh_sargs("a")
     s = fresh_sstate("s")
     base = [N >= 1, a.kind == OPK[op], a.m >= 0, a.km >= 0, cache_inv(N, s)]
     if max_m is not None:
@@ -443,7 +438,7 @@ def atomic_obligations(
         return z3.Implies(z3.Not(ok), seq(left, s))
 
     out: list[tuple[str, str, list[Any], Any, Any]] = []
-    out.append(("ERR-ATOMIC", "loop init", base, inv(closed_checks(op, a, caching), s), (N, s, a)))
+    out.append(("ERR-ATOMIC", "loop init", base, inv(sclosed(op, a, bugs), s), (N, s, a)))
     u, v, okj, j = fresh_sstate("sj"), fresh_sstate("vj"), z3.Bool("okj"), z3.Int("j")
     x = z3.Select(a.E, j)
     g = guard(op, N, u, x, bugs)
@@ -521,11 +516,6 @@ def unpin_body(
 WATCH_MUTANT = symlists.WATCH_MUTANT
 
 
-def fresh_largs(name: str) -> symlists.LArgs:
-    """:func:`symlists.fresh_largs` with the watcher of sort Watcher."""
-    return replace(symlists.fresh_largs(name), w=z3.Const(f"{name}.w", WATCHER))
-
-
 def _kept(N: Any, s: SState, u: SState, lo: int) -> Any:
     """Every watcher pending on a block (from ``lo``) before the call still is."""
     b, w = z3.Int("k_b"), z3.Const("k_w", WATCHER)
@@ -553,7 +543,7 @@ def watch_obligations(
     out.append(("WATCH-FIRE", "loop init", base, _kept(N, s, s, 0), (N, s, a)))
     u, j, f, L0 = fresh_sstate("sj"), z3.Int("j"), z3.Int("f"), z3.Int("L0")
     x = z3.Select(a.E, j)
-    hyp = [*base, j >= 0, j < a.m, x >= 0, x <= N, sguard(op, N, u, x, bugs)]
+    hyp = [*base, j >= 0, j < a.m, x >= 0, x <= N, guard(op, N, u, x, bugs)]
     hyp += [*_facts(op, f, L0, u), _kept(N, s, u, 0)]
     nxt, _f = sbody(op, N, u, f, L0, a, j, bugs)
     out.append(("WATCH-FIRE", "loop step", hyp, _kept(N, s, nxt, 0), (N, u, a, j)))
@@ -906,10 +896,6 @@ def strong(N: Any, s: SState, a: SArgs) -> dict[str, Any]:
     }
 
 
-def sguard(op: str, N: Any, s: SState, x: Any, bugs: frozenset[str]) -> Any:
-    return guard(op, N, s, x, bugs)
-
-
 def _holder_left(N: Any, idx_k: Any) -> Any:
     b = z3.Int("h_b")
     return z3.Exists([b], z3.And(b >= 1, b < N, z3.Select(idx_k, b)))
@@ -1027,7 +1013,7 @@ def part_obligations(
     x = z3.Select(a.E, j)
     Sj = strong(N, u, a)
     step = [*base, j >= 0, j < a.m, x >= 0, x <= N, *_facts(op, f, L0, u)]
-    step.append(sguard(op, N, u, x, bugs))
+    step.append(guard(op, N, u, x, bugs))
     t, f2 = sbody(op, N, u, f, L0, a, j, bugs)
     St = strong(N, t, a)
     for p in SORTED_PARTS:
@@ -1177,7 +1163,7 @@ def agreement_obligations(
         t, f2 = sbody(op, N, s, f, L0, a, j, bugs)
         goal = z3.And(
             symlists.closed_checks(cfg, op, a2) == sclosed(op, a, bugs),
-            symlists.guard(cfg, op, lp, x) == sguard(op, N, s, x, bugs),
+            symlists.guard(cfg, op, lp, x) == guard(op, N, s, x, bugs),
             _related(cfg, t2.s, t, keys, ws),
             t2.f == f2,
             _related(
@@ -1394,7 +1380,7 @@ def rule_obligations(
     x = z3.Select(a.E, j)
     Sj = strong(N, sj, a)
     hyp = [*base, *pre, j >= 0, j < a.m, x >= 0, x <= N, *_facts(op, f, s.L, sj)]
-    hyp += [sguard(op, N, sj, x, bugs), *(Sj.values() if full else [Sj["PERM"], Sj["INV-REF"]])]
+    hyp += [guard(op, N, sj, x, bugs), *(Sj.values() if full else [Sj["PERM"], Sj["INV-REF"]])]
     hyp += at(sj, f, j)
     t, f2 = sbody(op, N, sj, f, s.L, a, j, bugs)
     out.append((rule, "loop step", hyp, z3.And(at(t, f2, j + 1)), (N, sj, a, j, g, s)))
@@ -1435,7 +1421,7 @@ def unrolled(
     ok = [sclosed(op, a, bugs)]
     for j in range(n):
         live = iv(j) < a.m
-        ok.append(z3.Implies(live, sguard(op, N, u, z3.Select(a.E, j), bugs)))
+        ok.append(z3.Implies(live, guard(op, N, u, z3.Select(a.E, j), bugs)))
         t, f2 = sbody(op, N, u, f, s.L, a, iv(j), bugs)
         u, f = smerge(live, t, u), z3.If(live, f2, f)
     return sfinish(op, u, a, bugs), z3.And(ok)

@@ -601,8 +601,9 @@ def obligations(
     bugs: frozenset[str] = frozenset(), parts: bool = True
 ) -> list[tuple[str, str, str, list[Any], Any, Any]]:
     """Every obligation of this module as (rule, call kind, case, hypotheses, goal, ctx):
-    the z3 queries, for a second solver (``parts``: S's parts' too; the agreements are
-    :func:`agreement_obligations` and :func:`scan_agreement_goals`)."""
+    the z3 queries, for a second solver (``parts``: S's parts' and the ordering rules'
+    too; the agreements are :func:`agreement_obligations` and
+    :func:`scan_agreement_goals`)."""
     out = [(r, "GetCachedBlock", c, h, g, x) for r, c, h, g, x in cached_obligations(bugs)]
     for op in symlists.LIST_OPS:
         out += [(r, op, c, h, g, x) for r, c, h, g, x in atomic_obligations(op, bugs)]
@@ -610,6 +611,8 @@ def obligations(
         out += [(r, op, c, h, g, x) for r, c, h, g, x in watch_obligations(op, bugs)]
     for op in symlists.LIST_OPS if parts else ():
         out += [(r, op, c, h, g, x) for r, c, h, g, x in part_obligations(op, bugs)]
+    for rule, op in symlists.RULE_OPS.items() if parts else ():
+        out += [(r, op, c, h, g, x) for r, c, h, g, x in rule_obligations(rule, bugs)]
     return out
 
 

@@ -118,6 +118,9 @@ class SState:
     clock: Any
     view: Any  # Key -> Bool
     nev: Any
+    np: Any  # Int -> Int: how many watchers are pending on the block (ghost)
+    wat: Any  # Int -> Int -> Watcher: the block's pending watchers listed (ghost)
+    wpos: Any  # Int -> Watcher -> Int: a pending watcher's place in that list (ghost)
 
 
 def fresh_sstate(name: str) -> SState:
@@ -139,6 +142,9 @@ def fresh_sstate(name: str) -> SState:
         clock=z3.Int(f"{name}.clock"),
         view=z3.Array(f"{name}.view", KEY, B),
         nev=z3.Int(f"{name}.nev"),
+        np=z3.Const(f"{name}.np", arr),
+        wat=z3.Array(f"{name}.wat", I, z3.ArraySort(I, WATCHER)),
+        wpos=z3.Array(f"{name}.wpos", I, z3.ArraySort(WATCHER, I)),
     )
 
 
@@ -490,6 +496,8 @@ def unpin_body(
     r = z3.Select(s.ref, x) - 1
     pw = z3.Select(s.pend, w)
     already = z3.Select(pw, x)
+    if "unpin-dup-watcher" in bugs:  # registered again though already pending
+        already = z3.BoolVal(False)
     wb = z3.Const("u_w", WATCHER)
     first = z3.Not(z3.Exists([wb], z3.Select(z3.Select(s.pend, wb), x)))
     pend = z3.Store(s.pend, w, z3.Store(pw, x, True))
@@ -505,6 +513,18 @@ def unpin_body(
         bst=z3.If(first, z3.Store(s.bst, x, s.clock), s.bst),
         reg=z3.If(already, s.reg, z3.Store(s.reg, x, z3.Select(s.reg, x) + 1)),
         clock=s.clock + 1,
+        # the new watcher goes at the end of the block's list of pending watchers
+        np=z3.If(already, s.np, z3.Store(s.np, x, z3.Select(s.np, x) + 1)),
+        wat=z3.If(
+            already,
+            s.wat,
+            z3.Store(s.wat, x, z3.Store(z3.Select(s.wat, x), z3.Select(s.np, x), w)),
+        ),
+        wpos=z3.If(
+            already,
+            s.wpos,
+            z3.Store(s.wpos, x, z3.Store(z3.Select(s.wpos, x), w, z3.Select(s.np, x))),
+        ),
     )
     queued: Any = q_append(Unbounded(), t, x)  # type: ignore[arg-type]
     if "unpin-reversed" in bugs and L0 is not None:  # each ahead of the ones before it
@@ -623,8 +643,10 @@ def witness_row(timeout_ms: int = 20000, n: int = 3) -> dict[str, Any]:
     from kvpool.spec import GetCachedBlock, World, check_pool
 
     ws = witness_goals(timeout_ms, n)
-    parts = part_witness_goals(timeout_ms, n) + rule_witness_goals(timeout_ms, n)
+    parts, rules = part_witness_goals(timeout_ms, n), rule_witness_goals(timeout_ms, n)
     problems = part_witness_problems(parts, n)
+    problems += part_witness_problems(rules, n, RULE_WITNESS_PARTS)
+    parts += rules
     for w in ws:
         if w.status != "sat" or w.model is None:
             problems.append(f"{w.name} / {w.op} / {w.case}: hypothesis {w.status}")
@@ -803,11 +825,15 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
     return out
 
 
-def rows(timeout_ms: int = 60000, mutants: bool = True) -> list[dict[str, Any]]:
+def rows(
+    timeout_ms: int = 60000, mutants: bool = True, watch: bool = False
+) -> list[dict[str, Any]]:
     """Every row of this module: the proofs, the scan's agreement, the witnesses, and
-    (``mutants``) the mutants."""
+    (``mutants``) the mutants; with ``watch`` (``make proofs-deep``) :data:`WATCH_PART`'s
+    rows too."""
     out = [*proof_rows(timeout_ms), witness_row()]
-    return out + (mutant_rows(timeout_ms // 4) if mutants else [])
+    out += mutant_rows(timeout_ms // 4) if mutants else []
+    return out + (watch_part_rows(timeout_ms) if watch else [])
 
 
 # -- the strengthened invariant's parts and the list calls' loops, with the sorts ------------
@@ -845,10 +871,18 @@ def fresh_sargs(name: str) -> SArgs:
 
 
 SORTED_PARTS: tuple[str, ...] = ("INV-REF", "PERM", "INV-NULL", "INV-CACHE", "INV-EVENTS")
-"""The parts of S stated with the sorts (WATCH-PER-BLOCK counts the watchers pending on a
-block, a cardinality over a sort of unknown size: not stated)."""
+"""The parts of S stated with the sorts (``make verify``)."""
+WATCH_PART = "WATCH-PER-BLOCK"
+"""S's part that counts the watchers pending on a block, a cardinality over a sort of
+unknown size: stated with the block's pending watchers listed (``wat[b][0..np[b])``,
+the spec's own list) and each one's place in the list (``wpos``), a bijection between the
+pending set and ``0..np[b]``, so that ``np[b]`` is that count. Its loops are proved in
+well under a second, but z3 took tens of CPU seconds to find its hypotheses' models
+next to the rest of S: ``make proofs-deep`` only (:func:`watch_part_rows`)."""
 
-SORTED_SUPPORT: dict[str, tuple[str, ...]] = {p: symlists.SUPPORT[p] for p in SORTED_PARTS}
+SORTED_SUPPORT: dict[str, tuple[str, ...]] = {
+    p: symlists.SUPPORT[p] for p in (*SORTED_PARTS, WATCH_PART)
+}
 
 
 def claims(part: str) -> tuple[str, ...]:
@@ -866,6 +900,10 @@ def strong(N: Any, s: SState, a: SArgs) -> dict[str, Any]:
     b, k, w = z3.Int("s_b"), z3.Const("s_k", KEY), z3.Const("s_w", WATCHER)
     x = z3.Int("s_x")
     rng = z3.And(b >= 0, b < N)
+
+    def wpos(blk: Any, wt: Any) -> Any:
+        return z3.Select(z3.Select(s.wpos, blk), wt)
+
     return {
         "INV-REF": z3.ForAll([b], z3.Implies(rng, z3.Select(s.ref, b) >= 0)),
         "PERM": props.perm(cfg, s),
@@ -874,6 +912,39 @@ def strong(N: Any, s: SState, a: SArgs) -> dict[str, Any]:
             z3.Not(z3.Select(s.keyed, 0)),
             z3.ForAll([k], z3.Not(held(s, k, 0))),
             z3.ForAll([w], z3.Not(z3.Select(z3.Select(s.pend, w), 0))),
+        ),
+        "WATCH-PER-BLOCK": z3.And(
+            z3.ForAll(
+                [b],
+                z3.Implies(
+                    rng,
+                    z3.And(
+                        z3.Select(s.np, b) >= 0,
+                        z3.Select(s.reg, b) == z3.Select(s.fb, b) + z3.Select(s.np, b),
+                    ),
+                ),
+            ),
+            z3.ForAll(
+                [b, w],
+                z3.Implies(
+                    z3.And(rng, z3.Select(z3.Select(s.pend, w), b)),
+                    z3.And(
+                        wpos(b, w) >= 0,
+                        wpos(b, w) < z3.Select(s.np, b),
+                        z3.Select(z3.Select(s.wat, b), wpos(b, w)) == w,
+                    ),
+                ),
+            ),
+            z3.ForAll(
+                [b, x],
+                z3.Implies(
+                    z3.And(rng, x >= 0, x < z3.Select(s.np, b)),
+                    z3.And(
+                        z3.Select(z3.Select(s.pend, z3.Select(z3.Select(s.wat, b), x)), b),
+                        wpos(b, z3.Select(z3.Select(s.wat, b), x)) == x,
+                    ),
+                ),
+            ),
         ),
         "INV-CACHE": z3.ForAll(
             [b],
@@ -997,10 +1068,16 @@ def _facts(op: str, f: Any, L0: Any, t: SState) -> list[Any]:
 
 
 def part_obligations(
-    op: str, bugs: frozenset[str] = frozenset(), max_m: int | None = None, full: bool = False
+    op: str,
+    bugs: frozenset[str] = frozenset(),
+    max_m: int | None = None,
+    full: bool = False,
+    parts: tuple[str, ...] = SORTED_PARTS,
 ) -> list[tuple[str, str, list[Any], Any, Any]]:
     """Each sorted part's loop init, step and exit for ``op`` (:func:`symlists.obligations`
-    with the sorts), as (part, case, hypotheses, goal, ctx)."""
+    with the sorts), as (part, case, hypotheses, goal, ctx). The init's and exit's
+    hypotheses hold :data:`SORTED_PARTS` (:data:`WATCH_PART`'s: itself and INV-NULL); a
+    step's, its part's support (all of :data:`SORTED_PARTS` with ``full``)."""
     N = z3.Int("N")
     a = fresh_sargs("a")
     base = [N >= 1, a.kind == OPK[op], sclosed(op, a, bugs), a.m >= 0, a.km >= 0]
@@ -1009,9 +1086,13 @@ def part_obligations(
     out: list[tuple[str, str, list[Any], Any, Any]] = []
     s = fresh_sstate("s")
     S0 = strong(N, s, a)
-    for p in SORTED_PARTS:
-        goal = z3.And(S0[p], *_facts(op, iv(0), s.L, s))
-        out.append((p, "loop init", [*base, *S0.values()], goal, (N, s, a)))
+
+    def whole(S: dict[str, Any], p: str) -> list[Any]:
+        return [S[p], S["INV-NULL"]] if p == WATCH_PART else [S[q] for q in SORTED_PARTS]
+
+    for p in parts:  # (the loop's own facts: PERM's row proves them)
+        goal = z3.And(S0[p], *([] if p == WATCH_PART else _facts(op, iv(0), s.L, s)))
+        out.append((p, "loop init", [*base, *whole(S0, p)], goal, (N, s, a)))
     u, f, L0, j = fresh_sstate("sj"), z3.Int("f"), z3.Int("L0"), z3.Int("j")
     x = z3.Select(a.E, j)
     Sj = strong(N, u, a)
@@ -1019,17 +1100,17 @@ def part_obligations(
     step.append(guard(op, N, u, x, bugs))
     t, f2 = sbody(op, N, u, f, L0, a, j, bugs)
     St = strong(N, t, a)
-    for p in SORTED_PARTS:
-        sup = list(Sj.values()) if full else [Sj[q] for q in SORTED_SUPPORT[p]]
-        goal = z3.And(St[p], *_facts(op, f2, L0, t))
+    for p in parts:
+        sup = whole(Sj, p) if full else [Sj[q] for q in SORTED_SUPPORT[p]]
+        goal = z3.And(St[p], *([] if p == WATCH_PART else _facts(op, f2, L0, t)))
         out.append((p, "loop step", [*step, *sup], goal, (N, u, a, j)))
     um = fresh_sstate("sm")
     Sm = strong(N, um, a)
     post = sfinish(op, um, a, bugs)
     Sp = strong(N, post, a)
-    ex = [*base, *Sm.values(), *_facts(op, z3.Int("fm"), z3.Int("L0m"), um)]
-    for p in SORTED_PARTS:
-        out.append((p, "loop exit", ex, Sp[p], (N, um, a)))
+    ex = [*base, *_facts(op, z3.Int("fm"), z3.Int("L0m"), um)]
+    for p in parts:
+        out.append((p, "loop exit", [*ex, *whole(Sm, p)], Sp[p], (N, um, a)))
     if "hyp-false" in bugs:
         out = [(p, c, [*h, z3.BoolVal(False)], g, y) for p, c, h, g, y in out]
     return out
@@ -1068,8 +1149,8 @@ def part_goals(
 ) -> list[symlists.Goal]:
     out: list[symlists.Goal] = []
     for op in ops:
-        for p, case, hyp, goal, ctx in part_obligations(op, bugs, max_m):
-            if p not in parts or (cases is not None and case not in cases):
+        for p, case, hyp, goal, ctx in part_obligations(op, bugs, max_m, parts=parts):
+            if cases is not None and case not in cases:
                 continue
             with named(f"symsorts: {p} / {op} / {case}"):
                 if refute:
@@ -1265,13 +1346,16 @@ def decode_sstate(mdl: z3.ModelRef, n: int, s: SState) -> Any:
     return ps
 
 
-def part_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
-    """Each distinct sorted part hypothesis (all of the sorted S, per call and case) has a
-    model at N = n: a list of >= 3 entries and j = 2 preferred."""
+def part_witness_goals(
+    timeout_ms: int = 20000, n: int = 3, parts: tuple[str, ...] = SORTED_PARTS
+) -> list[symlists.Goal]:
+    """Each distinct sorted part hypothesis (all of the sorted S, per call and case; or
+    :data:`WATCH_PART`'s own) has a model at N = n: a list of >= 3 entries and j = 2
+    preferred."""
     out: list[symlists.Goal] = []
     for op in symlists.LIST_OPS:
         seen: set[str] = set()
-        for p, case, hyp, _goal, ctx in part_obligations(op, full=True):
+        for p, case, hyp, _goal, ctx in part_obligations(op, full=True, parts=parts):
             if case in seen:
                 continue
             seen.add(case)
@@ -1283,6 +1367,11 @@ def part_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goa
             st, dt, m = hypothesis_model(hyps, [[*prefer, *rich], prefer, []], timeout_ms)
             out.append(symlists.Goal(p, op, case, st, dt, m, ctx))
     return out
+
+
+RULE_WITNESS_PARTS = SORTED_PARTS
+"""The sorted parts a rule's witness is a model of (:func:`rule_obligations` with
+``full``)."""
 
 
 def rule_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
@@ -1303,12 +1392,14 @@ def rule_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goa
     return out
 
 
-def part_witness_problems(ws: list[symlists.Goal], n: int) -> list[str]:
+def part_witness_problems(
+    ws: list[symlists.Goal], n: int, parts: tuple[str, ...] = SORTED_PARTS
+) -> list[str]:
     """The witnesses' states decoded must pass the spec's invariants that the sorted S
     claims (all but INV-WATCH, whose count is not stated with the sorts)."""
     from kvpool.spec import check_pool
 
-    claimed = {inv for p in SORTED_PARTS for inv in props.STRONG_PARTS[p]}
+    claimed = {inv for p in parts for inv in props.STRONG_PARTS[p]}
     problems: list[str] = []
     for w in ws:
         if w.status != "sat" or w.model is None:
@@ -1366,7 +1457,9 @@ def rule_obligations(
     g = symlists._ghosts(cfg, op, ss, sa)
     base = [N >= 1, a.kind == OPK[op], a.m >= 0, a.km >= 0, *g.recs]
     S = strong(N, s, a)
-    pre = list(S.values()) if full else [S["PERM"], S["INV-REF"]]
+    # (``full``: the sorted S but WATCH_PART, whose watcher lists left z3 without a
+    # model for minutes next to the ghosts; the hypothesis needs neither)
+    pre = [S[p] for p in SORTED_PARTS] if full else [S["PERM"], S["INV-REF"]]
     out: list[tuple[str, str, list[Any], Any, Any]] = []
 
     def at(u: Any, f: Any, j: Any) -> list[Any]:
@@ -1383,7 +1476,8 @@ def rule_obligations(
     x = z3.Select(a.E, j)
     Sj = strong(N, sj, a)
     hyp = [*base, *pre, j >= 0, j < a.m, x >= 0, x <= N, *_facts(op, f, s.L, sj)]
-    hyp += [guard(op, N, sj, x, bugs), *(Sj.values() if full else [Sj["PERM"], Sj["INV-REF"]])]
+    hyp.append(guard(op, N, sj, x, bugs))
+    hyp += [Sj[p] for p in SORTED_PARTS] if full else [Sj["PERM"], Sj["INV-REF"]]
     hyp += at(sj, f, j)
     t, f2 = sbody(op, N, sj, f, s.L, a, j, bugs)
     out.append((rule, "loop step", hyp, z3.And(at(t, f2, j + 1)), (N, sj, a, j, g, s)))
@@ -1449,9 +1543,20 @@ def unrolled_rule_goal(
     hyp += [z3.And(z3.Select(a.E, j) >= 0, z3.Select(a.E, j) <= N) for j in range(n)]
     last: Any = symlists.Loop(t, iv(0), s.L)  # (the shape reads its state only)
     goal = z3.And(symlists._shape(cfg, op, ss, sa, g, last, a.m))
-    with named(f"symsorts: {rule} / unrolled <= {n}"):
-        status, dt, m = symlists._ask(hyp, goal, N, timeout_ms, True, seed)
+    status, dt, m = "unknown", 0.0, None
+    for size in RULE_REFUTE_NS:
+        with named(f"symsorts: {rule} / unrolled <= {n} / N={size}"):
+            status, took, m = isolated_check([*hyp, size == N], goal, timeout_ms, seed)
+        dt += took
+        if status == "refuted":
+            break
     return symlists.Goal(rule, op, f"unrolled <= {n}", status, dt, m, (N, s, a))
+
+
+RULE_REFUTE_NS = (3, 4)
+"""The pool sizes an ordering mutant's counterexample is looked for at (each of the three
+needs two blocks: N = 3). symlists' N = 1..6 cost up to 7 CPU s here (the sorted state
+carries more arrays); at N = 3 first, about 1.5."""
 
 
 def decode_call(mdl: z3.ModelRef, op: str, a: SArgs, n: int) -> Any:
@@ -1522,4 +1627,65 @@ def rule_mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
                 break
             row["status"], row["replay"] = "NOT-confirmed", "NOT confirmed by replay"
         out.append(row)
+    return out
+
+
+# -- WATCH-PER-BLOCK with the sorts (make proofs-deep) --------------------------------------
+
+WATCH_MUTANTS: tuple[str, ...] = ("unpin-dup-watcher", WATCH_MUTANT)
+"""unpin_blocks registering a watcher already pending (symlists' WATCH-PER-BLOCK mutant),
+and the new watcher replacing the ones pending (WATCH-FIRE's): each breaks the count."""
+
+
+def watch_part_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
+    """:data:`WATCH_PART` for the five list calls: its proof row, its witnesses (decoded:
+    INV-WATCH and INV-NULL of the state must hold, the count the ghosts' sums), and its
+    two mutants' loop steps refuted."""
+    gs = part_goals((WATCH_PART,), timeout_ms=timeout_ms)
+    status, bad = goals_status(gs)
+    out: list[dict[str, Any]] = [
+        dict(
+            obligation=f"S and T => {WATCH_PART}, list calls as loops, keys and watchers as "
+            "sorts (watcher lists)",
+            kind="inductive",
+            technique="z3 induction",
+            invariants=(),  # (INV-WATCH's count is counting.py's, K = W = 2)
+            bounds=f"{SORTS_BOUNDS}; {len(symlists.LIST_OPS)} list calls x loop init/step/exit",
+            status=status,
+            seconds=sum(g.seconds for g in gs),
+            replay="; ".join(f"not proved: {g.op} {g.case} ({g.status})" for g in bad),
+        )
+    ]
+    ws = part_witness_goals(5000, 3, (WATCH_PART,))
+    problems = part_witness_problems(ws, 3, (WATCH_PART, "INV-NULL"))
+    out.append(
+        dict(
+            obligation=f"H satisfiable ({WATCH_PART}, keys and watchers as sorts, N=3)",
+            kind="witness",
+            technique="z3 induction",
+            invariants=(),
+            bounds=f"N=3: one model per hypothesis ({len(ws)}), decoded, INV-WATCH and "
+            "INV-NULL checked",
+            status="witnessed" if not problems else "NOT-witnessed",
+            seconds=sum(w.seconds for w in ws),
+            replay="; ".join(problems[:3]),
+        )
+    )
+    for bug in WATCH_MUTANTS:
+        b = frozenset([bug])
+
+        def ask(seed: int, b: frozenset[str] = b) -> Any:
+            return part_goals(
+                (WATCH_PART,),
+                ("UnpinBlocks",),
+                ("loop step",),
+                b,
+                timeout_ms // 4,
+                True,
+                seed=seed,
+            )
+
+        out.append(
+            _step_mutant_row(WATCH_PART, bug, ask, None, "its replay: symlists' row (K = W = 2)")
+        )
     return out

@@ -179,3 +179,16 @@ def test_the_ordering_rules_with_sorts_and_their_mutants_replayed() -> None:
     ws = symsorts.rule_witness_goals()
     assert {w.status for w in ws} == {"sat"}
     assert symsorts.part_witness_problems(ws, 3) == []
+
+
+def test_watch_per_block_with_a_watcher_sort_and_its_mutants() -> None:
+    from kvpool.proofs import symsorts
+
+    part = (symsorts.WATCH_PART,)
+    gs = symsorts.part_goals(part)
+    assert len(gs) == 3 * len(symlists.LIST_OPS)
+    assert [(g.op, g.case) for g in gs if g.status != "proved"] == []
+    for bug in symsorts.WATCH_MUTANTS:
+        step = ("loop step",)
+        bad = symsorts.part_goals(part, ("UnpinBlocks",), step, frozenset({bug}), 10000, True)
+        assert [g.status for g in bad] == ["refuted"], bug

@@ -196,8 +196,8 @@ PROFILES: dict[str, dict[str, Any]] = {
             None,
             multikey.EVERY_N_MUTANTS,
         ),
-        # (and WATCH-PER-BLOCK with the watchers a sort: its witnesses ~30 CPU s)
-        "symlists": ("proofs", "agreement", "witnesses", "mutants", "sorted-watch"),
+        # (and S's parts, ORD-*, WATCH-PER-BLOCK with keys and watchers as sorts: ~30 CPU s)
+        "symlists": ("proofs", "agreement", "witnesses", "mutants", "sorted-state"),
         "pool_source": True,
     },
 }
@@ -1343,7 +1343,7 @@ def run_symlists(what: tuple[str, ...], timeout_ms: int) -> list[ObligationResul
     out: list[dict[str, Any]] = []
     if "proofs" in what:
         out += symlists.proof_rows(timeout_ms)
-        out += symsorts.rows(timeout_ms, "mutants" in what, "sorted-watch" in what)
+        out += symsorts.rows(timeout_ms, "mutants" in what, "sorted-state" in what)
     if "agreement" in what:
         out.append(symlists.agreement_row(timeout_ms))
     if "witnesses" in what:

@@ -636,14 +636,16 @@ def obligations(
     return out
 
 
-def witness_row(timeout_ms: int = 20000, n: int = 3) -> dict[str, Any]:
+def witness_row(timeout_ms: int = 20000, n: int = 3, state: bool = True) -> dict[str, Any]:
     """Every hypothesis has a model at N = n; its state's keys and index (what the
     hypotheses hold of it: INV-CACHE), decoded into a spec state, pass ``check_pool``;
-    RES-CACHED's ghost scan ``Best[N]`` is what the spec's get_cached_block returns there."""
+    RES-CACHED's ghost scan ``Best[N]`` is what the spec's get_cached_block returns there.
+    With ``state``, S's parts' and the ordering rules' hypotheses too (whole states)."""
     from kvpool.spec import GetCachedBlock, World, check_pool
 
     ws = witness_goals(timeout_ms, n)
-    parts, rules = part_witness_goals(timeout_ms, n), rule_witness_goals(timeout_ms, n)
+    parts = part_witness_goals(timeout_ms, n) if state else []
+    rules = rule_witness_goals(timeout_ms, n) if state else []
     problems = part_witness_problems(parts, n)
     problems += part_witness_problems(rules, n, RULE_WITNESS_PARTS)
     parts += rules
@@ -712,15 +714,15 @@ def _step_mutant_row(rule: str, bug: str, ask: Any, short: Any | None, note: str
     return row
 
 
-def mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
+def mutant_rows(timeout_ms: int = 30000, state: bool = True) -> list[dict[str, Any]]:
     """RES-CACHED's mutant (decoded and replayed here), and the loop mutants of
-    ERR-ATOMIC and WATCH-FIRE, whose steps on the sorted state must fail."""
+    ERR-ATOMIC and WATCH-FIRE, whose steps on the sorted state must fail; with ``state``
+    S's parts' and the ordering rules' mutants too."""
     atomic = frozenset([symlists.ATOMIC_MUTANT])
     watch = frozenset([WATCH_MUTANT])
     replayed = "the counterexample's replay: symlists' row of this mutant (K = W = 2)"
     return [
-        *part_mutant_rows(timeout_ms),
-        *rule_mutant_rows(timeout_ms),
+        *(part_mutant_rows(timeout_ms) + rule_mutant_rows(timeout_ms) if state else []),
         cached_mutant_row(timeout_ms),
         _step_mutant_row(
             "ERR-ATOMIC",
@@ -743,16 +745,25 @@ def mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
     ]
 
 
-def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
-    """One row per rule proved here, and the scan's agreement with model.cached_block."""
+def proof_rows(timeout_ms: int = 60000, state: bool = True) -> list[dict[str, Any]]:
+    """One row per rule proved here, the sorted loops' agreement with symlists', and the
+    scan's with model.cached_block; with ``state`` the ordering rules and S's parts
+    too."""
     out: list[dict[str, Any]] = []
     parts: list[tuple[str, str, Callable[..., list[symlists.Goal]]]] = [
         ("RES-CACHED", "RES-CACHED, get_cached_block's scan by its recurrence", cached_goals),
         ("ERR-ATOMIC", "ERR-ATOMIC, list calls as loops, keys and watchers as sorts", atomic_goals),
         ("WATCH-FIRE", "WATCH-FIRE, list calls as loops, keys and watchers as sorts", watch_goals),
-        ("ORD-RELEASE", "ORD-RELEASE, its call as a loop, keys and watchers as sorts", rule_goals),
-        ("ORD-UNPIN", "ORD-UNPIN, its call as a loop, keys and watchers as sorts", rule_goals),
     ]
+    if state:
+        parts += [
+            (
+                "ORD-RELEASE",
+                "ORD-RELEASE, its call as a loop, keys and watchers as sorts",
+                rule_goals,
+            ),
+            ("ORD-UNPIN", "ORD-UNPIN, its call as a loop, keys and watchers as sorts", rule_goals),
+        ]
     for rule, title, fn in parts:
         gs = fn(timeout_ms=timeout_ms)
         gs = [g for g in gs if g.name == rule]  # (rule_goals: one rule's row each)
@@ -769,8 +780,8 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
                 replay="; ".join(f"not proved: {g.op} {g.case} ({g.status})" for g in bad),
             )
         )
-    ps = part_goals(timeout_ms=timeout_ms)
-    for part in SORTED_PARTS:
+    ps = part_goals(timeout_ms=timeout_ms) if state else []
+    for part in SORTED_PARTS if state else ():
         mine = [g for g in ps if g.name == part]
         status, bad = goals_status(mine)
         out.append(
@@ -825,15 +836,15 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
     return out
 
 
-def rows(
-    timeout_ms: int = 60000, mutants: bool = True, watch: bool = False
-) -> list[dict[str, Any]]:
-    """Every row of this module: the proofs, the scan's agreement, the witnesses, and
-    (``mutants``) the mutants; with ``watch`` (``make proofs-deep``) :data:`WATCH_PART`'s
-    rows too."""
-    out = [*proof_rows(timeout_ms), witness_row()]
-    out += mutant_rows(timeout_ms // 4) if mutants else []
-    return out + (watch_part_rows(timeout_ms) if watch else [])
+def rows(timeout_ms: int = 60000, mutants: bool = True, state: bool = True) -> list[dict[str, Any]]:
+    """Every row of this module: the proofs, the agreements, the witnesses, and
+    (``mutants``) the mutants. Without ``state`` (``make verify``: its budget) RES-CACHED,
+    ERR-ATOMIC and WATCH-FIRE only; with it (``make proofs-deep``) S's parts, the
+    ordering rules and :data:`WATCH_PART` too (about 10 CPU s more, and 20 for
+    WATCH_PART's witnesses)."""
+    out = [*proof_rows(timeout_ms, state), witness_row(state=state)]
+    out += mutant_rows(timeout_ms // 4, state) if mutants else []
+    return out + (watch_part_rows(timeout_ms) if state else [])
 
 
 # -- the strengthened invariant's parts and the list calls' loops, with the sorts ------------

@@ -298,7 +298,7 @@ def scan_agreement_goals(
     out: list[symlists.Goal] = []
     for n in ns:
         cfg = Config(Finite(n), K=2, W=2)
-        ms = _finite_state(cfg, "f")
+        ms = fresh_state(cfg, "f")
         qk = z3.Int("qk")
         keys = [z3.Const(f"key{j}", KEY) for j in (1, 2)]
         s = fresh_sstate("s")
@@ -312,23 +312,6 @@ def scan_agreement_goals(
         with named(f"symsorts: RES-CACHED scan == model.cached_block / N={n}"):
             status, dt, m = isolated_check(hyp, goal, timeout_ms)
         out.append(symlists.Goal("agreement", "GetCachedBlock", f"N={n}", status, dt, m, None))
-    return out
-
-
-def _finite_state(cfg: Config, name: str) -> State:
-    return fresh_state(cfg, name)
-
-
-def cached_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
-    """Each RES-CACHED hypothesis has a model at N = n (two blocks holding the queried key
-    preferred)."""
-    out: list[symlists.Goal] = []
-    for r, case, hyp, _goal, ctx in cached_obligations():
-        N, s, k = ctx[0], ctx[1], ctx[2]
-        two = [held(s, k, 1), held(s, k, 2)]
-        prefer = [*two, *([ctx[4] == 2] if case == "scan step" else [])]
-        st, dt, m = hypothesis_model([*hyp, n == N], [prefer, []], timeout_ms)
-        out.append(symlists.Goal(r, "GetCachedBlock", case, st, dt, m, ctx))
     return out
 
 

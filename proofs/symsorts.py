@@ -46,13 +46,18 @@ loops of :mod:`~kvpool.proofs.symlists`) and any number of keys and watcher ids:
   on this state and its loop; their mutants refuted with the loop unrolled to 3 entries
   and replayed on the buggy spec.
 
-Not done with sorts: WATCH-PER-BLOCK and the counts INV-CONSERVE, INV-WATCH (INV-WATCH
-counts the watchers pending on a block, a cardinality a sort of unknown size gives no
-term for), and every call kind that takes no list
-(:mod:`~kvpool.proofs.induction`, :mod:`~kvpool.proofs.steprules`,
-:mod:`~kvpool.proofs.counting`): those keep K = W = 2. Each hypothesis here has a model
-(:func:`witness_row`), decoded into a spec state that passes ``check_pool`` (S's: the
-invariants the sorted S claims, all but INV-WATCH).
+* **WATCH-PER-BLOCK** (:data:`WATCH_PART`, :func:`watch_part_rows`): the count of the
+  watchers pending on a block through the block's pending watchers listed (a ghost
+  bijection with ``0..np[b]``).
+
+Which command runs what (:func:`rows`): ``make verify`` RES-CACHED, ERR-ATOMIC and
+WATCH-FIRE (about 1.5 CPU s); ``make proofs-deep`` the rest too (about 30 CPU s more,
+over ``make verify``'s budget; ``state``). Not done with sorts: the counts INV-CONSERVE
+and INV-WATCH (their ghost sums over the blocks are :mod:`~kvpool.proofs.counting`'s),
+and every call kind that takes no list (:mod:`~kvpool.proofs.induction`,
+:mod:`~kvpool.proofs.steprules`, :mod:`~kvpool.proofs.counting`): those keep K = W = 2.
+Each hypothesis here has a model (:func:`witness_row`, :func:`watch_part_rows`), decoded
+into a spec state that passes ``check_pool`` (the invariants its hypothesis claims).
 """
 
 from __future__ import annotations

@@ -128,6 +128,12 @@ blocks (their sums carried as ghost arrays defined by their recurrence,
 counting invariants' strengthenings (PERM, WATCH-PER-BLOCK) alone leaves them partial."""
 
 
+KW_FIXED = "2 keys, 2 watcher ids"
+KW_SORTS = "keys, watcher ids: sorts in the list calls, 2 in the rest"
+"""What an every-N cell of z3's induction says of keys and watcher ids: 2 of each, or
+(``proofs/symsorts.py``) uninterpreted sorts in the list-taking calls' loops."""
+
+
 @dataclass
 class Cell:
     status: Status
@@ -394,6 +400,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     from kvpool.proofs import runner as proofs
     from kvpool.proofs.eventseq import SEQ_MUTANTS
     from kvpool.proofs.symlists import EVERY_LIST, NO_LIST_RULES
+    from kvpool.proofs.symsorts import SORTS_MARK
 
     checks: dict[str, Check] = {}
     for technique in (
@@ -420,6 +427,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     spacer_asked: dict[int, dict[str, bool]] = {}  # N -> obligation -> proved
     spacer_bad: list[str] = []
     every_list: set[str] = set()  # proved for every list length too (proofs/symlists.py)
+    every_sorts: set[str] = set()  # and with keys, watcher ids as sorts (proofs/symsorts.py)
     n_methods: dict[bool, int] = {}
     diff_catches: dict[str, list[bool]] = {}
     unshown: dict[str, list[str]] = {}  # technique -> failed rows with no matrix cell
@@ -576,6 +584,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 # the list-taking calls for every list length: it refines the cell the
                 # every-N induction's own rows give (the other calls), and makes none
                 every_list.add(inv)
+                if SORTS_MARK in r.bounds:
+                    every_sorts.add(inv)
             elif r.kind == "inductive":
                 if inv in EVERY_N_LEMMAS:
                     if "multi-key" in r.bounds:  # proofs/multikey.py's every-N rows
@@ -603,7 +613,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
                 if inv in NO_LIST_RULES
                 else "lists <= 2"
             )
-            cell.detail = cell.detail.replace("every N", f"every N, {lists}", 1)
+            kw = KW_SORTS if inv in every_sorts else KW_FIXED  # keys and watcher ids
+            cell.detail = cell.detail.replace("every N", f"every N, {lists}, {kw}", 1)
     for check in checks.values():
         n_ok = sum(1 for c in check.cells.values() if c.status not in ("failed", "partial"))
         if check.technique == proofs.SOURCE_TECHNIQUE:

@@ -372,6 +372,8 @@ class _LongListBugs(BuggyWorld):
         return Outcome()
 
     def _op_free_blocks(self, op: FreeBlocks) -> Outcome:
+        if self.bug == "free-refusal-keeps-prefix":
+            return self._free_keeping_prefix(op)
         if self.bug != "free-third-unqueued":
             return super()._op_free_blocks(op)
         ps = self.pool(op.pool)
@@ -391,6 +393,24 @@ class _LongListBugs(BuggyWorld):
             ps.free[b] = None
         return Outcome()
 
+    def _free_keeping_prefix(self, op: FreeBlocks) -> Outcome:
+        """free_blocks checked entry by entry as it goes: refused at its third entry or
+        later, it keeps the releases of the entries before (the bug)."""
+        ps = self.pool(op.pool)
+        done: list[int] = []
+        for i, e in enumerate(op.blocks):
+            try:
+                b = self._entry(e).block
+                if b != NULL_BLOCK and ps.ref[b] - done.count(b) < 1:
+                    raise _Refused(_kind("RefCountUnderflow"), f"block {b} over-freed")
+            except _Refused:
+                if i >= 2:
+                    World._release(ps, done, bool(op.evict_first))
+                raise
+            if b != NULL_BLOCK:
+                done.append(b)
+        return super()._op_free_blocks(op)
+
 
 LONG_LIST_MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -405,10 +425,17 @@ LONG_LIST_MUTANTS: tuple[Mutant, ...] = (
         (),
         ("WATCH-FIRE",),
     ),
+    Mutant(
+        "free-refusal-keeps-prefix",
+        "free_blocks refused at its third entry or later keeps what the entries before did",
+        (),
+        ("ERR-ATOMIC",),
+    ),
 )
 """Bugs of proofs/symlists.py's loops, not in ``MUTANTS`` (BMC and the every-N induction
 do not run them): free-third-unqueued shows only with a list of >= 3 entries;
-unpin-replaces-watcher is WATCH-FIRE's mutant for the list-taking calls."""
+unpin-replaces-watcher is WATCH-FIRE's mutant for the list-taking calls;
+free-refusal-keeps-prefix is ERR-ATOMIC's, and shows only with >= 3 entries too."""
 
 
 def world_class(bug: str) -> type[BuggyWorld]:

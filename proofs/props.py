@@ -198,8 +198,33 @@ def stepping_stones(cfg: Config, s: State) -> dict[str, z3.BoolRef]:
 def strong(cfg: Config, s: State) -> dict[str, z3.BoolRef]:
     """The strengthened invariant, by part (see the module docstring)."""
     d = cfg.dom
+    N = d.N
+    perm_ = perm(cfg, s)  # (built before watch: the quantified variables keep their names)
+    watch = d.forall(
+        0,
+        N,
+        lambda b: (
+            d.sel(s.reg, b)
+            == d.sel(s.fb, b) + z3.Sum([z3.If(d.sel(p, b), iv(1), iv(0)) for p in s.pend])
+        ),
+    )
+    return {
+        "INV-REF": _ref(cfg, s),
+        "PERM": perm_,
+        "INV-NULL": _null(cfg, s),
+        "WATCH-PER-BLOCK": watch,
+        "INV-CACHE": _cache(cfg, s),
+        "INV-EVENTS": _events(cfg, s),
+    }
+
+
+def perm(cfg: Config, s: Any) -> z3.BoolRef:
+    """S's PERM part: ``q`` a permutation of the non-null blocks over the positions
+    ``0..N-2``, ``pos`` its inverse, the blocks at positions ``< L`` exactly those with
+    ref_cnt 0 (it reads ``s.q``, ``s.pos``, ``s.L``, ``s.ref`` only)."""
+    d = cfg.dom
     N, L = d.N, s.L
-    perm = z3.And(
+    return z3.And(
         L >= 0,
         L <= N - 1,
         d.forall(
@@ -220,22 +245,6 @@ def strong(cfg: Config, s: State) -> dict[str, z3.BoolRef]:
             ),
         ),
     )
-    watch = d.forall(
-        0,
-        N,
-        lambda b: (
-            d.sel(s.reg, b)
-            == d.sel(s.fb, b) + z3.Sum([z3.If(d.sel(p, b), iv(1), iv(0)) for p in s.pend])
-        ),
-    )
-    return {
-        "INV-REF": _ref(cfg, s),
-        "PERM": perm,
-        "INV-NULL": _null(cfg, s),
-        "WATCH-PER-BLOCK": watch,
-        "INV-CACHE": _cache(cfg, s),
-        "INV-EVENTS": _events(cfg, s),
-    }
 
 
 def watch_per_block_finite(cfg: Config, s: State) -> z3.BoolRef:

@@ -28,6 +28,7 @@ from . import (
     spacer,
     steprules,
     symlists,
+    symsorts,
     twopool,
     twopooln,
     witnesses,
@@ -202,7 +203,8 @@ PROFILES: dict[str, dict[str, Any]] = {
             None,
             multikey.EVERY_N_MUTANTS,
         ),
-        "symlists": ("proofs", "agreement", "witnesses", "mutants"),
+        # (and S's parts, ORD-*, WATCH-PER-BLOCK with keys and watchers as sorts: ~30 CPU s)
+        "symlists": ("proofs", "agreement", "witnesses", "mutants", "sorted-state"),
         "pool_source": True,
     },
 }
@@ -1348,6 +1350,7 @@ def run_symlists(what: tuple[str, ...], timeout_ms: int) -> list[ObligationResul
     out: list[dict[str, Any]] = []
     if "proofs" in what:
         out += symlists.proof_rows(timeout_ms)
+        out += symsorts.rows(timeout_ms, "mutants" in what, "sorted-state" in what)
     if "agreement" in what:
         out.append(symlists.agreement_row(timeout_ms))
     if "witnesses" in what:
@@ -1358,6 +1361,7 @@ def run_symlists(what: tuple[str, ...], timeout_ms: int) -> list[ObligationResul
     if "mutants" in what:
         out += symlists.rule_mutant_rows(timeout_ms // 4)
         out.append(symlists.watch_mutant_row(timeout_ms // 4))
+        out.append(symlists.atomic_mutant_row(timeout_ms // 4))
     return [ObligationResult(**r) for r in out]
 
 

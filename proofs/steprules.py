@@ -24,9 +24,10 @@ and proved for every state satisfying the strengthened invariant S of
   ``free(i) + in_use(i) == i - 1`` proved by induction over i (its base and step are
   two z3 queries of their own).
 
-``RES-CACHED`` is not stated for every N: "the oldest holder of the key" is a minimum
-over the blocks, which the unbounded reading does not compute (its ``get_cached_block``
-is a placeholder). It is proved at each fixed N only (:mod:`kvpool.proofs.fixedn`).
+``RES-CACHED`` is not stated here: "the oldest holder of the key" is a minimum over the
+blocks, which the unbounded reading's ``get_cached_block`` does not compute (a
+placeholder). :mod:`kvpool.proofs.symsorts` proves it for every N on its own, the
+lookup's scan over the blocks a ghost array defined by its recurrence.
 
 Keys and watcher ids are K=2, W=2 and block lists at most M=2 entries, as in the rest of
 the every-N induction. Each obligation's hypothesis has a model (:func:`witness_goals`).
@@ -68,10 +69,10 @@ RULES: dict[str, tuple[str, ...]] = {
     "RES-RESET": ("ResetPrefixCache",),
     "RES-NUMFREE": ("GetNumFreeBlocks",),
 }
-FIXED_N_ONLY: dict[str, str] = {
-    "RES-CACHED": "the oldest holder is a minimum over the blocks, which the unbounded "
-    "reading does not compute: proved at each fixed N only",
-}
+FIXED_N_ONLY: dict[str, str] = {}
+"""Rules with no every-N statement (a row each says why): none. RES-CACHED's is
+:mod:`kvpool.proofs.symsorts`'s, not this module's (:data:`ELSEWHERE`)."""
+ELSEWHERE: dict[str, str] = {"RES-CACHED": "kvpool.proofs.symsorts.cached_goals"}
 
 
 @dataclass

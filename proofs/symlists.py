@@ -30,10 +30,15 @@ and :mod:`~kvpool.proofs.counting`'s own (for every N; ``get_new_blocks(n)`` wit
 symbolic). ORD-UNPIN and ORD-RELEASE are proved the same way (:func:`rule_goals`), "the
 entries reaching ref_cnt 0" counted by ghost arrays defined by their recurrences over
 the list, and WATCH-FIRE (:func:`watch_goals`: these calls fire nothing, so no watcher
-may stop pending). ERR-ATOMIC is not stated here (a refused call is the pre-state by
-construction of :func:`unrolled`; its every-N proof keeps lists of <= 2 entries). Keys
-and watcher ids stay K=2 and W=2 here (the state's per-key and per-watcher arrays):
-symbolic sorts for them are not done.
+may stop pending). ERR-ATOMIC (:func:`atomic_goals`): the loop carries whether every
+entry so far was accepted and what a refusal leaves (:func:`refusal_left`: the
+pre-state, since the spec checks every entry before it changes anything); its loop
+invariant is that a refusal so far leaves the pre-state, and at the exit a refused
+call's post-state is the pre-state, every field. Its mutant ``free-refusal-keeps-prefix``
+(a refusal at the third entry or later keeps what the entries before did) shows only
+with lists of >= 3 entries. Keys and watcher ids stay K=2 and W=2 here (the state's
+per-key and per-watcher arrays); :mod:`kvpool.proofs.symsorts` states some obligations
+with them as uninterpreted sorts.
 
 Mutants are refuted twice: the loop step's query fails (z3 gives an entry and a loop
 state), and the loop unrolled to at most :data:`UNROLL` entries from a state satisfying
@@ -69,6 +74,7 @@ from .model import (
     named,
     q_append,
     q_remove,
+    state_eq,
     transition,
 )
 
@@ -324,14 +330,29 @@ def loop_facts(cfg: Config, op: str, lp: Loop) -> list[Any]:
     return []
 
 
+def refusal_left(cfg: Config, op: str, s: State, u: State, j: Any) -> State:
+    """What a refusal at entry ``j`` leaves, ``u`` the state the loop has reached there:
+    the pre-state ``s`` (the spec checks every entry before it changes anything). The
+    mutant :data:`ATOMIC_MUTANT` keeps, in free_blocks refused at its third entry or
+    later, what the entries before it did."""
+    if ATOMIC_MUTANT in cfg.bugs and op == "FreeBlocks":
+        return merge(cfg.dom, j >= 2, u, s)
+    return s
+
+
 def unrolled(cfg: Config, op: str, s: State, a: LArgs, n: int) -> tuple[State, Any]:
     """The call on a list of at most ``n`` entries, its loop unrolled: the post-state and
-    whether the call is accepted (a refused call leaves ``s``)."""
+    whether the call is accepted (a refused call leaves what :func:`refusal_left` says
+    at its first failing entry)."""
     lp = Loop(s, iv(0), s.L)
     ok = [closed_checks(cfg, op, a)]
+    left = s  # what the call leaves if refused (the closed checks: the pre-state)
     for j in range(n):
         live = iv(j) < a.m
-        ok.append(z3.Implies(live, guard(cfg, op, lp, z3.Select(a.E, j))))
+        g = guard(cfg, op, lp, z3.Select(a.E, j))
+        here = z3.And(live, z3.And(ok), z3.Not(g))  # the first failing entry
+        left = merge(cfg.dom, here, refusal_left(cfg, op, s, lp.s, iv(j)), left)
+        ok.append(z3.Implies(live, g))
         nxt = body(cfg, op, lp, a, iv(j))
         lp = Loop(
             guarded(cfg.dom, live, lambda _u, nxt=nxt: nxt.s, lp.s),  # type: ignore[misc]
@@ -340,7 +361,7 @@ def unrolled(cfg: Config, op: str, s: State, a: LArgs, n: int) -> tuple[State, A
         )
     accepted = z3.And(ok)
     t = finish(cfg, op, lp, a)
-    return merge(cfg.dom, accepted, t, s), accepted
+    return merge(cfg.dom, accepted, t, left), accepted
 
 
 def domain(cfg: Config, a: LArgs, j: Any) -> Any:
@@ -638,6 +659,19 @@ def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
             prefer = [a.m >= 3, *([ctx[3] == 2] if case == "loop step" else [])]
             st, dt, m = hypothesis_model([*hyp, n == cfg.dom.N], [prefer, []], timeout_ms)
             out.append(Goal(r, op, case, st, dt, m, ctx))
+    return out + atomic_witness_goals(timeout_ms, n)
+
+
+def atomic_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
+    """ERR-ATOMIC's loop hypotheses (with all of S) each have a model at N = n: a list of
+    at least 3 entries and j = 2 preferred."""
+    out: list[Goal] = []
+    for op in LIST_OPS:
+        for r, case, hyp, _goal, ctx in atomic_obligations(op, full=True):
+            cfg, a = ctx[0], ctx[2]
+            prefer = [a.m >= 3, *([ctx[3] == 2] if case == "loop step" else [])]
+            st, dt, m = hypothesis_model([*hyp, n == cfg.dom.N], [prefer, []], timeout_ms)
+            out.append(Goal(r, op, case, st, dt, m, ctx))
     return out
 
 
@@ -670,6 +704,14 @@ class Ghosts:
 
     def at(self, c: str, j: Any) -> Any:
         return z3.Select(self.pre[c], j)
+
+
+def keyless(d: Any, s: Any, b: Any) -> Any:
+    """Block ``b`` holds no key: ``key[b] == 0``, or on :mod:`~kvpool.proofs.symsorts`'
+    state (keys of a sort) ``keyed[b]`` false. The rules' ghosts read it, so that the
+    sorted loops reuse them."""
+    keyed = getattr(s, "keyed", None)
+    return z3.Not(d.sel(keyed, b)) if keyed is not None else d.sel(s.key, b) == 0
 
 
 def _ghosts(cfg: Config, op: str, s: State, a: LArgs, upto: int | None = None) -> Ghosts:
@@ -717,7 +759,7 @@ def _ghosts(cfg: Config, op: str, s: State, a: LArgs, upto: int | None = None) -
     else:
 
         def front(k: Any) -> Any:
-            return z3.Or(d.sel(s.key, E(k)) == 0, z3.Not(cfg.caching), a.ef)
+            return z3.Or(keyless(d, s, E(k)), z3.Not(cfg.caching), a.ef)
 
         classes = {
             "F": lambda k: z3.And(zero(k), front(k)),
@@ -793,6 +835,7 @@ def _tracks(cfg: Config, op: str, s: State, g: Ghosts, u: Loop, j: Any) -> list[
             z3.Implies(z3.And(b >= 1, b < d.N), d.sel(u.s.ref, b) == d.sel(s.ref, b) - g.cnt(b, j)),
         ),
         u.s.key == s.key,
+        *([getattr(u.s, "keyed") == s.keyed] if hasattr(s, "keyed") else []),  # noqa: B009
     ]
     if op == "FreeBlocks":
         out.append(u.f == g.at("F", j))
@@ -1084,6 +1127,188 @@ def watch_mutant_row(timeout_ms: int = 30000) -> dict[str, Any]:
     return row
 
 
+# -- ERR-ATOMIC for the list-taking calls, every list length -------------------------------
+
+ATOMIC_MUTANT = "free-refusal-keeps-prefix"
+"""free_blocks refused at its third entry or later keeps what the entries before it did
+(their decrements, and the blocks they queued): only a list of >= 3 entries shows it."""
+
+
+@dataclass
+class Refusal:
+    """The loop's refusal bookkeeping after some entries: ``ok`` every entry so far (and
+    the call's closed checks) accepted; ``left`` what the call leaves if it is refused."""
+
+    ok: Any
+    left: State
+
+
+def _atomic(cfg: Config, s: State, rf: Refusal) -> Any:
+    """The loop invariant (and, at the exit, the rule): a refusal leaves the pre-state."""
+    return z3.Implies(z3.Not(rf.ok), state_eq(cfg.dom, rf.left, s))
+
+
+def atomic_step(cfg: Config, op: str, s: State, u: Loop, rf: Refusal, a: LArgs, j: Any) -> Refusal:
+    """Entry ``j`` on the loop's state ``u``: a failing guard, the first one, refuses the
+    call, which leaves :func:`refusal_left` of it."""
+    g = guard(cfg, op, u, z3.Select(a.E, j))
+    here = z3.And(rf.ok, z3.Not(g))
+    return Refusal(
+        z3.And(rf.ok, g), merge(cfg.dom, here, refusal_left(cfg, op, s, u.s, j), rf.left)
+    )
+
+
+def atomic_obligations(
+    op: str, bugs: frozenset[str] = frozenset(), max_m: int | None = None, full: bool = False
+) -> list[tuple[str, str, list[Any], Any, Any]]:
+    """ERR-ATOMIC for a list-taking call as (rule, case, hypotheses, goal, ctx): the loop
+    carries, besides its state, whether every entry so far was accepted and what a
+    refusal leaves. Loop invariant: if refused so far, what it leaves is the pre-state;
+    exit: a refused call's post-state is the pre-state (every field, ghosts too). The
+    hypotheses hold no part of S (none is needed; with ``full`` all of S, for the
+    witnesses). The refusal's error kind is not stated."""
+    cfg = _cfg(bugs)
+    d = cfg.dom
+    a = fresh_largs("a")
+    s = fresh_state(cfg, "s", globals_=False)
+    base = [d.N >= 1, a.kind == OPK[op], a.m >= 0, a.km >= 0, a.w >= 0, a.w < cfg.W]
+    if max_m is not None:
+        base.append(a.m <= max_m)
+    pre = list(props.strong(cfg, s).values()) if full else []
+    out: list[tuple[str, str, list[Any], Any, Any]] = []
+    rf0 = Refusal(closed_checks(cfg, op, a), s)
+    out.append(("ERR-ATOMIC", "loop init", [*base, *pre], _atomic(cfg, s, rf0), (cfg, s, a)))
+    sj = fresh_state(cfg, "sj", globals_=False)
+    lp = Loop(sj, z3.Int("f"), z3.Int("L0"))
+    j = z3.Int("j")
+    rfj = Refusal(z3.Bool("okj"), fresh_state(cfg, "vj", globals_=False))
+    hyp = [*base, *pre, j >= 0, j < a.m, domain(cfg, a, j), *loop_facts(cfg, op, lp)]
+    hyp += [*(props.strong(cfg, sj).values() if full else []), _atomic(cfg, s, rfj)]
+    nxt = atomic_step(cfg, op, s, lp, rfj, a, j)
+    out.append(("ERR-ATOMIC", "loop step", hyp, _atomic(cfg, s, nxt), (cfg, sj, a, j)))
+    sm = fresh_state(cfg, "sm", globals_=False)
+    rfm = Refusal(z3.Bool("okm"), fresh_state(cfg, "vm", globals_=False))
+    post = merge(d, rfm.ok, finish(cfg, op, Loop(sm, z3.Int("fm"), z3.Int("L0m")), a), rfm.left)
+    goal = z3.Implies(z3.Not(rfm.ok), state_eq(d, post, s))
+    hyp = [*base, *pre, _atomic(cfg, s, rfm)]
+    out.append(("ERR-ATOMIC", "loop exit", hyp, goal, (cfg, s, a)))
+    if "hyp-false" in bugs:
+        out = [(r, c, [*h, z3.BoolVal(False)], gl, x) for r, c, h, gl, x in out]
+    return out
+
+
+def atomic_goals(
+    ops: tuple[str, ...] = LIST_OPS,
+    cases: tuple[str, ...] | None = None,
+    bugs: frozenset[str] = frozenset(),
+    timeout_ms: int = 60000,
+    refute: bool = False,
+    max_m: int | None = None,
+    seed: int = 0,
+) -> list[Goal]:
+    """ERR-ATOMIC's loop obligations for each list-taking call (``refute``: as :func:`goals`)."""
+    out: list[Goal] = []
+    for op in ops:
+        for r, case, hyp, goal, ctx in atomic_obligations(op, bugs, max_m):
+            if cases is not None and case not in cases:
+                continue
+            with named(f"symlists: {r} / {op} / {case}"):
+                status, dt, m = _ask(hyp, goal, ctx[0].dom.N, timeout_ms, refute, seed)
+            out.append(Goal(r, op, case, status, dt, m, ctx))
+            if refute and status == "refuted":
+                return out
+    return out
+
+
+def unrolled_atomic_goal(bugs: frozenset[str], timeout_ms: int = 30000, seed: int = 0) -> Goal:
+    """ERR-ATOMIC of free_blocks on at most :data:`UNROLL` entries, the loop unrolled, from
+    a state satisfying S (a refutation decodes and replays)."""
+    op = "FreeBlocks"
+    cfg = _cfg(bugs)
+    s = fresh_state(cfg, "s", globals_=False)
+    a = fresh_largs("a")
+    t, ok = unrolled(cfg, op, s, a, UNROLL)
+    hyp = [a.kind == OPK[op], a.m >= 0, a.m <= UNROLL, *props.strong(cfg, s).values()]
+    hyp += [domain(cfg, a, iv(j)) for j in range(UNROLL)]
+    # every entry a block: the refusal found is an over-free, not an id that is no block
+    hyp += [z3.Select(a.E, j) < cfg.dom.N for j in range(UNROLL)]
+    goal = z3.Implies(z3.Not(ok), state_eq(cfg.dom, t, s))
+    with named(f"symlists: ERR-ATOMIC / unrolled <= {UNROLL}"):
+        status, dt, m = _ask(hyp, goal, cfg.dom.N, timeout_ms, True, seed)
+    return Goal("ERR-ATOMIC", op, f"unrolled <= {UNROLL}", status, dt, m, (cfg, s, a))
+
+
+def atomic_mutant_row(timeout_ms: int = 30000) -> dict[str, Any]:
+    """The ERR-ATOMIC mutant: its loop step refuted (at entry j >= 2), the step proved with
+    lists of <= 2 (the bounded lists cannot see it), and its unrolled counterexample's
+    call, on the buggy spec, refused with the pool's state changed."""
+    from kvpool.spec import World
+
+    from .mutants import world_class
+
+    bugs = frozenset([ATOMIC_MUTANT])
+    row: dict[str, Any] = dict(
+        obligation=f"S and T => ERR-ATOMIC, list loop [{ATOMIC_MUTANT}]",
+        kind="mutant",
+        technique="z3 induction",
+        invariants=("ERR-ATOMIC",),
+        bounds=BOUNDS,
+        status="unknown",
+        seconds=0.0,
+        trace=[],
+        replay="",
+    )
+    step: list[Goal] = []
+    for seed in range(3):
+        step = atomic_goals(("FreeBlocks",), ("loop step",), bugs, timeout_ms, True, seed=seed)
+        row["seconds"] += sum(g.seconds for g in step)
+        if any(g.status == "refuted" for g in step):
+            break
+    if not any(g.status == "refuted" for g in step):
+        row["status"] = "NOT-refuted" if all(g.status == "proved" for g in step) else "unknown"
+        return row
+    mdl, j = step[-1].model, step[-1].ctx[3]
+    notes = [f"loop step refuted at entry j={mdl.eval(j, model_completion=True) if mdl else '?'}"]
+    short: list[Goal] = []
+    for seed in range(3):
+        short = atomic_goals(("FreeBlocks",), ("loop step",), bugs, timeout_ms, max_m=2, seed=seed)
+        row["seconds"] += sum(g.seconds for g in short)
+        if all(g.status == "proved" for g in short):
+            break
+    if not all(g.status == "proved" for g in short):
+        row["status"] = "NOT-confirmed"
+        row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
+        return row
+    notes.append("with lists <= 2 the step is proved (the bounded lists cannot see it)")
+    for seed in range(3):
+        g = unrolled_atomic_goal(bugs, timeout_ms, seed)
+        row["seconds"] += g.seconds
+        if g.status != "refuted" or g.model is None:
+            continue
+        cfg, s, a = g.ctx
+        ps, call, N = _decode(g.model, cfg, s, a, "FreeBlocks")
+        row["trace"] = [f"state: N={N} {ps.describe()}", repr(call)]
+        good = World([ps.copy()], [True])
+        bad = world_class(ATOMIC_MUTANT).from_state(ATOMIC_MUTANT, ps)
+        before = ps.snapshot()
+        out_good, out_bad = good.apply(call), bad.apply(call)
+        if (
+            out_good.error is not None
+            and out_bad.error is not None
+            and good.pools[0].snapshot() == before
+            and bad.pools[0].snapshot() != before
+        ):
+            row["status"] = "expected-refuted"
+            row["replay"] = "; ".join(
+                [*notes, f"unrolled: confirmed: refused ({out_bad.error}) with the state changed"]
+            )
+            return row
+        row["status"], row["replay"] = "NOT-confirmed", "NOT confirmed by replay"
+    if row["status"] == "unknown":
+        row["replay"] = "; ".join([*notes, f"no counterexample with <= {UNROLL} entries"])
+    return row
+
+
 # -- rows for the runner ------------------------------------------------------------------
 
 EVERY_LIST = "every N, every list length"
@@ -1173,6 +1398,21 @@ def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
                 replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
             )
         )
+    at = atomic_goals(timeout_ms=timeout_ms)
+    out.append(
+        dict(
+            obligation="S and T => ERR-ATOMIC, list calls as loops",
+            kind="inductive",
+            technique="z3 induction",
+            invariants=("ERR-ATOMIC",),
+            bounds=f"{BOUNDS}; {len(LIST_OPS)} list calls x loop init/step/exit",
+            status=goals_status(at)[0],
+            seconds=sum(g.seconds for g in at),
+            replay="; ".join(
+                f"not proved: {g.op} {g.case} ({g.status})" for g in goals_status(at)[1]
+            ),
+        )
+    )
     ws = watch_goals(timeout_ms=timeout_ms)
     out.append(
         dict(
@@ -1380,4 +1620,5 @@ def rows(timeout_ms: int = 60000, witnesses: bool = True) -> list[dict[str, Any]
         out.append(witness_row())
     out += mutant_rows(timeout_ms // 2) + rule_mutant_rows(timeout_ms // 2)
     out.append(watch_mutant_row(timeout_ms // 2))
+    out.append(atomic_mutant_row(timeout_ms // 2))
     return out

@@ -138,9 +138,9 @@ def test_the_dashboard_says_every_list_length_only_where_a_loop_row_proved_it() 
         )
     )
     cells = {c.name: c for c in verify.proof_checks(rows)}["z3 induction"].cells
-    assert cells["INV-REF"].detail == "every N, every list length"
-    assert cells["INV-FREE"].detail == "every N, lists <= 2"
-    assert cells["ORD-HANDOUT"].detail == "every N, no list, one step"
+    assert cells["INV-REF"].detail == "every N, every list length, 2 keys, 2 watcher ids"
+    assert cells["INV-FREE"].detail == "every N, lists <= 2, 2 keys, 2 watcher ids"
+    assert cells["ORD-HANDOUT"].detail == "every N, no list, 2 keys, 2 watcher ids, one step"
     # a loop row alone (the list-taking calls only) makes no cell
     alone = [replace(rows[2], invariants=("ORD-UNPIN",))]
     assert "ORD-UNPIN" not in {c.name: c for c in verify.proof_checks(alone)}["z3 induction"].cells

@@ -245,7 +245,9 @@ def test_a_rule_proved_every_n_is_marked_so_and_a_fixed_n_only_rule_is_named(
     ]
     monkeypatch.setattr(proofs, "run", lambda profile, **kw: rows)
     check = {c.name: c for c in verify.run_proofs("fast")}["z3 induction"]
-    assert check.cells["ORD-UNPIN"] == Cell("proved every N", "every N, lists <= 2, one step")
+    assert check.cells["ORD-UNPIN"] == Cell(
+        "proved every N", "every N, lists <= 2, 2 keys, 2 watcher ids, one step"
+    )
     assert "RES-CACHED: fixed-N-only" in check.summary
     assert "ORD-HANDOUT" not in check.cells  # no row, no cell
 

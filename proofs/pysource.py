@@ -232,19 +232,23 @@ class Translation:
         contracts: dict[str, Contract] | None = None,
         cuts: dict[str, Cut] | None = None,
         node_class: str = "",
+        consts: dict[str, Value] | None = None,
     ) -> None:
         """``fields``: block attributes beyond the links (name -> "int" or "bool"), read
         and written in ``Heap.fields``; ``self_values``: what ``self.<name>`` is (a
         constant, or an :class:`ObjV`); ``contracts``: methods used through their
         contract (``"_m"`` for ``self._m``, ``"obj._m"`` for ``self.obj._m``); ``cuts``:
         a :data:`Cut` after each return of the named methods (inlined as written);
-        ``node_class``: the class name every node that is not None has (``type(x)``)."""
+        ``node_class``: the class name every node that is not None has (``type(x)``);
+        ``contracts`` may also name a module function (``"_f"`` for ``_f(...)``);
+        ``consts``: module-level names and their values (``MAX_BLOCKS``)."""
         self.source = source
         self.fields = dict(fields or {})
         self.self_values = dict(self_values or {})
         self.contracts = dict(contracts or {})
         self.cuts = dict(cuts or {})
         self.node_class = node_class
+        self.consts = dict(consts or {})  # module-level names the model gives a value
         tree = ast.parse(self.source)
         self.funcs: dict[str, ast.FunctionDef] = {}
         self.module_funcs: dict[str, ast.FunctionDef] = {}
@@ -684,6 +688,8 @@ class _Exec:
         if isinstance(e, ast.Name):
             if e.id in self.frame.env:
                 return self.frame.env[e.id]
+            if e.id in self.tr.consts:
+                return self.tr.consts[e.id]
             if e.id in ("list", "int") or (e.id == self.tr.node_class and e.id):
                 return ClassV(e.id)
             raise Unsupported(f"name {e.id!r}", e.lineno, "not a local of the method")
@@ -737,6 +743,8 @@ class _Exec:
             raise Unsupported(f"binary {type(e.op).__name__}", e.lineno)
         if isinstance(e, ast.Compare):
             return self.compare(e)
+        if isinstance(e, ast.IfExp):
+            return self.if_exp(e)
         if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice):
             return self.slice(e, e.slice)
         if isinstance(e, ast.DictComp):
@@ -865,6 +873,24 @@ class _Exec:
         arr = lv.arr if sl.lower is None else z3.Lambda([i], z3.Select(lv.arr, i + lo))
         return ListV(arr, z3.If(hi > lo, hi - lo, 0))
 
+    def if_exp(self, e: ast.IfExp) -> Value:
+        """``a if c else b``: only the branch taken runs (a branch decided by the model's
+        kinds, such as ``type(x) is list``, is the only one translated)."""
+        c = z3.simplify(self.cond(e.test))
+        if z3.is_true(c):
+            return self.expr(e.body)  # type: ignore[no-any-return]
+        if z3.is_false(c):
+            return self.expr(e.orelse)  # type: ignore[no-any-return]
+        self.pc.append(c)
+        a = self.expr(e.body)
+        self.pc.pop()
+        self.pc.append(z3.Not(c))
+        b = self.expr(e.orelse)
+        self.pc.pop()
+        if type(a) is not type(b):
+            raise Unsupported("a conditional expression of two kinds", e.lineno)
+        return _ite(c, a, b)
+
     def _truth(self, v: Value, line: int) -> Any:
         if isinstance(v, BoolV):
             return v.t
@@ -912,6 +938,11 @@ class _Exec:
                 return z3.BoolVal(a.name == b.name)
             if isinstance(op, ast.IsNot | ast.NotEq):
                 return z3.BoolVal(a.name != b.name)
+        if isinstance(a, BoolV) and isinstance(b, BoolV):  # ``flag is True`` and the like
+            if isinstance(op, ast.Is | ast.Eq):
+                return a.t == b.t
+            if isinstance(op, ast.IsNot | ast.NotEq):
+                return a.t != b.t
         if isinstance(a, Node | IntV) and isinstance(b, Node | IntV):
             x, y = a.t, b.t
             ops: dict[type, Callable[[Any, Any], Any]] = {
@@ -997,6 +1028,8 @@ class _Exec:
                 return ret
             if isinstance(obj, IdDictV) and f.attr == "values" and not e.args and not e.keywords:
                 return obj.items
+        if isinstance(f, ast.Name) and f.id in self.tr.contracts:  # a module function's
+            return self.contract_call(f.id, e)
         if e.keywords:
             raise Unsupported("keyword arguments", e.lineno)
         if isinstance(f, ast.Name):

@@ -1,0 +1,535 @@
+"""The pool's other hot paths, proved from ``impl/pool.py``'s own source.
+
+:mod:`kvpool.proofs.pypool` proves ``touch``; this module does the same for
+``free_blocks`` (with ``_undo_release`` inlined from the same text), on the same state
+(the free queue related by :func:`pyrefine.RC` to the spec's sequence of any length, and
+the blocks' ``ref_cnt``, ``_pool`` mark and ``is_null`` flag) plus the block's key
+``_block_hash`` (an int: :data:`NONE` is None).
+
+The callees are used through contracts, never their bodies:
+
+* the queue's ``_prepend_n`` and ``_append_n`` through :func:`group_contract`: pre the
+  list represents the sequence (``RC``) and the group is distinct blocks outside it; post
+  the list represents the sequence with the group put in front / at the back. That is
+  exactly what ``pyrefine`` proves of both methods from ``impl/free_queue.py``'s source,
+  for every list and every group (the "refinement (from source)" column of ``make
+  verify``): the contract is proved, not stated;
+* ``_holds`` (this pool holds the block), ``_is_some_block`` and ``_forward`` through
+  *stated* contracts (their bodies read weak references and class objects): ``_holds``
+  is true exactly of this pool's blocks; every modelled entry is some pool's block;
+  ``_forward`` of another pool's null block returns its ``forwarded`` unchanged (the
+  spec skips it), and is called on nothing else (an obligation at each call).
+
+Each obligation is a z3 unsat for every queue (any length, any order), every count,
+every key, caching on or off, ``evict_first`` either way, and every list of at most
+``bound`` entries, each this pool's block, its null block or another pool's null block
+(repeats allowed). Another pool's non-null block (forwarded to that pool's own
+``free_blocks``), a block of a pool that is gone, a non-block entry, a non-list argument
+and a non-bool ``evict_first`` are not modelled; metrics are off.
+
+* a valid call does the spec's step (``World._op_free_blocks`` then ``_release``,
+  written here on the sequence): counts, the sequence (every link, the counter and the
+  sentinels: ``RC``), keys, marks and flags;
+* a call that releases a block more often than it is referenced raises
+  ``RefCountUnderflow`` and leaves every count, link, the counter, key, mark and flag as
+  they were (``_undo_release``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import z3  # type: ignore[import-untyped]
+
+from kvpool.spec import FreeBlocks, PoolState, World
+from kvpool.spec.errors import RefCountUnderflow
+from kvpool.spec.ops import BlockRef
+
+from .model import isolated_check
+from .pypool import (
+    CONCRETE_QUEUES,
+    FOREIGN,
+    FOREIGN_NULL,
+    MARK,
+    N_OWN,
+    Observed,
+    State,
+    _arr,
+    _finite,
+    _flat,
+    _ghost,
+    _pin,
+    _same,
+    _seq,
+    _seq_if,
+    patched,
+    pool_invariant,
+)
+from .pypool import real_source as real_source
+from .pyrefine import RC, Patch
+from .pyrefine import SOURCE as QUEUE_SOURCE
+from .pysource import (
+    NONE,
+    BoolV,
+    Contract,
+    Effect,
+    Heap,
+    ListV,
+    Node,
+    ObjV,
+    Translation,
+    Value,
+)
+from .refinement import Seq, _unlinked_group, seq_append_all, seq_prepend_all
+
+L = 2
+"""Lists of at most this many entries (as ``touch``'s)."""
+L_REFUSED = 3
+"""The refused calls' obligations also at this bound."""
+
+METHODS = ("free_blocks",)
+"""The hot paths this module proves."""
+
+FIELDS = {"ref_cnt": "int", "_pool": "int", "is_null": "bool", "_block_hash": "int"}
+
+
+# -- the queue's group contracts (pyrefine proves them from free_queue.py's source) -----------
+
+
+def _group_pos(arr: Any, n: Any, bound: int) -> Any:
+    """``b`` -> its position among ``arr[0..n)`` (the first), -1 if none (at most ``bound``)."""
+    b = z3.Int("gp")
+    pos: Any = z3.IntVal(-1)
+    for i in reversed(range(bound)):
+        pos = z3.If(z3.And(i < n, b == arr[i]), z3.IntVal(i), pos)
+    return z3.Lambda([b], pos)
+
+
+def group_contract(seq_op: Callable[[Seq, Any, Any, Any], Seq], bound: int) -> Contract:
+    """``_prepend_n``/``_append_n``: pre ``RC`` and ``blocks`` (at most ``bound``) distinct
+    blocks outside the list; post ``RC`` of the list with the group put in by ``seq_op``."""
+
+    def effect(h: Heap, args: dict[str, Value], fresh: Callable[[str], str]) -> Effect:
+        bl = args["blocks"]
+        if not isinstance(bl, ListV):
+            raise TypeError("a group that is not a list")
+        a = _seq(h.ghost)
+        pos = _group_pos(bl.arr, bl.n, bound)
+        a2 = seq_op(a, bl.arr, bl.n, pos)
+        h2 = Heap(_arr(fresh("nxt")), _arr(fresh("prv")), z3.Int(fresh("cnt")), h.fields)
+        h2.ghost = _ghost(a2)
+        return Effect(
+            pre=z3.And(RC(h, a), bl.n <= bound, _unlinked_group(a, bl.arr, bl.n, pos)),
+            post=RC(h2, a2),
+            heap=h2,
+        )
+
+    return Contract(("blocks",), effect)
+
+
+def _pure(ret: Callable[[Heap, dict[str, Value]], tuple[Any, Value]]) -> Any:
+    def effect(h: Heap, args: dict[str, Value], fresh: Callable[[str], str]) -> Effect:
+        pre, val = ret(h, args)
+        return Effect(pre=pre, post=z3.BoolVal(True), heap=h, ret=val)
+
+    return effect
+
+
+def _node(v: Value) -> Any:
+    if not isinstance(v, Node):
+        raise TypeError("a block argument that is not a node")
+    return v.t
+
+
+def _holds(h: Heap, args: dict[str, Value]) -> tuple[Any, Value]:
+    return z3.BoolVal(True), BoolV(h.fields["_pool"][_node(args["block"])] == MARK)
+
+
+def _is_some_block(h: Heap, args: dict[str, Value]) -> tuple[Any, Value]:
+    return _node(args["entry"]) >= 0, BoolV(z3.BoolVal(True))
+
+
+def _forward(h: Heap, args: dict[str, Value]) -> tuple[Any, Value]:
+    b = _node(args["block"])
+    return z3.And(b >= 0, h.fields["is_null"][b]), args["forwarded"]
+
+
+def translation(source: str, caching: Any, bound: int = L) -> Translation:
+    return Translation(
+        source,
+        cls="BlockPool",
+        fields=FIELDS,
+        self_values={
+            "_weak_self": Node(z3.IntVal(MARK)),
+            "free_block_queue": ObjV("free_block_queue", "num_free_blocks"),
+            "metrics_collector": Node(z3.IntVal(NONE)),
+            "enable_caching": BoolV(caching),
+            "blocks": ObjV("blocks"),
+        },
+        contracts={
+            "free_block_queue._prepend_n": group_contract(seq_prepend_all, bound),
+            "free_block_queue._append_n": group_contract(seq_append_all, bound),
+            "_holds": Contract(("blocks", "block"), _pure(_holds)),
+            "_is_some_block": Contract(("entry",), _pure(_is_some_block)),
+            "_forward": Contract(("block", "forwarded"), _pure(_forward)),
+        },
+        node_class="KVCacheBlock",
+    )
+
+
+# -- the state ----------------------------------------------------------------------------------
+
+
+def fresh_state(fields: dict[str, str] = FIELDS) -> State:
+    """The pool's state with ``fields`` (each an array over node ids) and the entries."""
+    fs = {
+        k: _arr(k if k != "_pool" else "mark", z3.BoolSort() if v == "bool" else None)
+        for k, v in fields.items()
+    }
+    fs["ref_cnt"] = _arr("ref")
+    a = Seq(_arr("s"), z3.Int("n"), _arr("pos"))
+    heap = Heap(_arr("nxt"), _arr("prv"), z3.Int("cnt"), fs, _ghost(a))
+    return State(heap, a, _arr("bl"), z3.Int("m"))
+
+
+def entries(st: State, bound: int) -> list[Any]:
+    """At most ``bound`` entries, each this pool's block or some pool's null block."""
+    return [
+        st.m >= 0,
+        st.m <= bound,
+        *[
+            z3.Implies(
+                i < st.m,
+                z3.And(st.bl[i] >= 0, z3.Or(st.mark[st.bl[i]] == MARK, st.is_null[st.bl[i]])),
+            )
+            for i in range(bound)
+        ],
+    ]
+
+
+# -- the spec's step, on the sequence (spec/state.py, World._op_free_blocks, _release) ---------
+
+
+def _push(arr: Any, n: Any, c: Any, b: Any) -> tuple[Any, Any]:
+    return z3.If(c, z3.Store(arr, n, b), arr), z3.If(c, n + 1, n)
+
+
+def spec_free(st: State, caching: Any, evict_first: Any, bound: int) -> tuple[Any, Seq, Any]:
+    """(refused, sequence after, ref after) of ``FreeBlocks(bl[:m], evict_first)``: null
+    blocks skipped; a block listed more often than referenced refuses the call
+    (``_check_multiplicity``: the running count goes below 0 at some entry); else each
+    block reaching 0 joins FRONT (no key, caching off, or ``evict_first``) or BACK, FRONT
+    goes in as a group before the sequence (its first entry the new head), BACK after."""
+    ref, key, is_null, bl = st.ref, st.heap.fields["_block_hash"], st.is_null, st.bl
+    refused: Any = z3.BoolVal(False)
+    r = ref
+    empty = z3.K(z3.IntSort(), z3.IntVal(NONE))
+    fr, kf, bk, kb = empty, z3.IntVal(0), empty, z3.IntVal(0)
+    for i in range(bound):
+        b = bl[i]
+        take = z3.And(i < st.m, z3.Not(is_null[b]))
+        refused = z3.Or(refused, z3.And(take, r[b] < 1))
+        r = z3.If(take, z3.Store(r, b, r[b] - 1), r)
+        zero = z3.And(take, r[b] == 0)
+        front = z3.Or(key[b] == NONE, z3.Not(caching), evict_first)
+        fr, kf = _push(fr, kf, z3.And(zero, front), b)
+        bk, kb = _push(bk, kb, z3.And(zero, z3.Not(front)), b)
+    a1 = seq_prepend_all(st.a, fr, kf, _group_pos(fr, kf, bound))
+    a2 = seq_append_all(a1, bk, kb, _group_pos(bk, kb, bound))
+    return refused, _seq_if(refused, st.a, a2), z3.If(refused, ref, r)
+
+
+# -- the obligations -------------------------------------------------------------------------
+
+
+def _parts(
+    parts: list[tuple[str, Any, Any]],
+) -> list[tuple[str, Any]]:
+    out = []
+    for name, case, goal in parts:
+        conj = _flat(goal)
+        for i, g in enumerate(conj):
+            out.append(
+                (name if len(conj) == 1 else f"{name} [{i + 1}/{len(conj)}]", z3.Implies(case, g))
+            )
+    return out
+
+
+def free_goal(
+    tr: Translation, st: State, res: Any, caching: Any, ef: Any, bound: int
+) -> list[tuple[str, Any]]:
+    refused, seq, r = spec_free(st, caching, ef, bound)
+    h, h0 = res.heap, st.heap
+    rcu = tr.code(RefCountUnderflow)
+    others = ("_pool", "is_null", "_block_hash")
+    return _parts(
+        [
+            ("refused: raises RefCountUnderflow", refused, res.exc == rcu),
+            (
+                "refused: ref counts, keys, marks, flags as they were",
+                refused,
+                _same(h, h0, "ref_cnt", *others),
+            ),
+            ("refused: every link and the counter as they were", refused, RC(h, st.a)),
+            ("valid: returns", z3.Not(refused), res.exc == 0),
+            ("valid: ref counts as the spec's", z3.Not(refused), h.fields["ref_cnt"] == r),
+            ("valid: keys, marks and flags unchanged", z3.Not(refused), _same(h, h0, *others)),
+            ("valid: the queue is the spec's sequence", z3.Not(refused), RC(h, seq)),
+        ]
+    )
+
+
+def free_blocks_obligations(
+    source: str | None = None, bound: int = L, refused_only: bool = False
+) -> list[tuple[str, list[Any], Any]]:
+    """Every obligation of ``free_blocks``' proof at ``bound``: (step, hypotheses, goal).
+    ``refused_only``: the refused calls' (and the contracts' and bounds' on the way)."""
+    caching, ef = z3.Bool("caching"), z3.Bool("evict_first")
+    tr = translation(real_source() if source is None else source, caching, bound)
+    st = fresh_state()
+    hyps = [*pool_invariant(st), *entries(st, bound)]
+    refused = spec_free(st, caching, ef, bound)[0]
+    if refused_only:
+        hyps.append(refused)
+    res = tr.run(
+        "free_blocks",
+        {"ordered_blocks": ListV(st.bl, st.m), "evict_first": BoolV(ef)},
+        st.heap,
+        bound=bound,
+    )
+    out = [(o.name, [*hyps, *o.hyps], o.goal) for o in res.obligations]
+    for name, goal in free_goal(tr, st, res, caching, ef, bound):
+        if refused_only and not name.startswith("refused"):
+            continue
+        out.append((f"post: {name}", [*hyps, *res.assumptions], goal))
+    return out
+
+
+OBLIGATIONS: dict[str, Callable[..., list[tuple[str, list[Any], Any]]]] = {
+    "free_blocks": free_blocks_obligations,
+}
+"""Per method, the function that returns its z3 queries: ``f(source, bound,
+refused_only)`` -> [(step, hypotheses, goal)]."""
+
+
+def obligations(
+    source: str | None = None,
+    method: str = "free_blocks",
+    bound: int = L,
+    refused_only: bool = False,
+) -> list[tuple[str, list[Any], Any]]:
+    if method not in OBLIGATIONS:
+        raise ValueError(f"not proved from source here: {method}")
+    return OBLIGATIONS[method](source, bound, refused_only)
+
+
+# -- seeded bugs: each must be refuted, on a small concrete pool ------------------------------
+
+HOT_MUTANTS: dict[str, tuple[str, str, tuple[Patch, ...]]] = {
+    "evict-first-ignored": (
+        "free_blocks",
+        "free_blocks puts a keyed block at the back even with evict_first or caching off",
+        (
+            (
+                "                        if all_front or block._block_hash is None:\n",
+                "                        if block._block_hash is None:\n",
+            ),
+        ),
+    ),
+    "undo-release-short": (
+        "free_blocks",
+        "_undo_release gives back the references of all entries before the refused one "
+        "but the last",
+        (("        for block in blocks[:stop]:\n", "        for block in blocks[: stop - 1]:\n"),),
+    ),
+}
+"""(method, idea, patches to ``impl/pool.py``) of each seeded bug this module's proofs
+must refute."""
+
+
+@dataclass
+class HotCase:
+    """A decoded counterexample: the pool's state and the call."""
+
+    method: str
+    free: tuple[int, ...]
+    ref: dict[int, int]
+    entries: list[int]
+    caching: bool = True
+    evict_first: bool = False
+    keyed: tuple[int, ...] = ()
+    step: str = ""
+
+    def __str__(self) -> str:
+        names = {FOREIGN: "F", FOREIGN_NULL: "F0"}
+        ents = ", ".join(str(names.get(e, e)) for e in self.entries)
+        opts = f"caching={self.caching}, keyed {list(self.keyed)}"
+        call = f"{self.method}([{ents}]"
+        if self.method == "free_blocks":
+            call += f", evict_first={self.evict_first}"
+        return f"free {list(self.free)}, ref {self.ref}, {opts}; {call}): fails {self.step!r}"
+
+
+def _run_queue(tq: Translation, method: str) -> Contract:
+    """The queue's ``method`` run from its source (exact on a concrete pool) in place of
+    its contract."""
+
+    def effect(h: Heap, args: dict[str, Value], fresh: Callable[[str], str]) -> Effect:
+        res = tq.run(method, args, Heap(h.nxt, h.prv, h.cnt))
+        after = Heap(res.heap.nxt, res.heap.prv, res.heap.cnt, h.fields, h.ghost)
+        return Effect(z3.BoolVal(True), z3.BoolVal(True), after, None, res.exc)
+
+    return Contract(("blocks",), effect)
+
+
+def _setup(method: str, source: str, bound: int) -> tuple[State, Any, list[tuple[str, Any]], Any]:
+    """The state, the call's options, the goals (quantifiers instantiated over a concrete
+    pool's nodes) and the option values of ``method`` on ``source``, the queue's methods
+    run from ``free_queue.py``'s source."""
+    caching, ef = z3.Bool("caching"), z3.Bool("evict_first")
+    st = fresh_state()
+    tr = translation(source, caching, bound)
+    tq = Translation(QUEUE_SOURCE.read_text(), cls="FreeKVCacheBlockQueue")
+    for k in list(tr.contracts):
+        if k.startswith("free_block_queue."):
+            tr.contracts[k] = _run_queue(tq, k.split(".", 1)[1])
+    if method != "free_blocks":
+        raise ValueError(method)
+    res = tr.run(
+        "free_blocks",
+        {"ordered_blocks": ListV(st.bl, st.m), "evict_first": BoolV(ef)},
+        st.heap,
+        bound=bound,
+    )
+    goals = free_goal(tr, st, res, caching, ef, bound)
+    vals = range(NONE, FOREIGN_NULL + 2)
+    obs = [(f"post: {n}", _finite(g, vals)) for n, g in goals]
+    obs += [(o.name, _finite(o.goal, vals)) for o in res.obligations]
+    return st, (caching, ef), obs, res
+
+
+def refute(
+    method: str, patches: tuple[Patch, ...], timeout_ms: int = 30000, bound: int = L_REFUSED
+) -> tuple[str | None, HotCase | None]:
+    """A counterexample to ``method``'s proof on the patched source, on a small concrete
+    pool (blocks 0..3 as :func:`pypool.refute` has them, each free sequence of
+    :data:`pypool.CONCRETE_QUEUES`), decoded; (None, None) if none is found there."""
+    st, (caching, ef), obs, _ = _setup(method, patched(patches), bound)
+    key = st.heap.fields["_block_hash"]
+    for free in CONCRETE_QUEUES:
+        pin = [*_pin(st, free, bound), *entries(st, bound)]
+        for step, goal in obs:
+            status, _, mdl = isolated_check(pin, goal, timeout_ms)
+            if status == "refuted" and mdl is not None:
+
+                def val(t: Any, mdl: Any = mdl) -> Any:
+                    v = mdl.eval(t, model_completion=True)
+                    return z3.is_true(v) if z3.is_bool(v) else int(v.as_long())
+
+                on = bool(val(caching))
+                return step, HotCase(
+                    method,
+                    free,
+                    {b: val(st.ref[b]) for b in range(1, N_OWN)},
+                    [val(st.bl[i]) for i in range(val(st.m))],
+                    on,
+                    bool(val(ef)),
+                    tuple(b for b in range(1, N_OWN) if on and val(key[b]) != NONE),
+                    step,
+                )
+    return None, None
+
+
+# -- a decoded case replayed on the spec and on a real pool class (given) -----------------------
+
+
+def _refs(case: HotCase) -> tuple[BlockRef, ...]:
+    return tuple(
+        BlockRef(1, 1) if e == FOREIGN else BlockRef(1, 0) if e == FOREIGN_NULL else BlockRef(0, e)
+        for e in case.entries
+    )
+
+
+def expected(case: HotCase) -> Observed:
+    """The spec's answer: ``World.apply`` of the call on the case's state."""
+    ps = PoolState.initial(N_OWN, caching=case.caching)
+    ps.ref = [0, *[case.ref[b] for b in range(1, N_OWN)]]
+    ps.free = OrderedDict.fromkeys(case.free)
+    for b in case.keyed:
+        ps.key[b] = f"k{b}"
+        ps.index[f"k{b}"] = {b: None}
+    world = World.of(ps, PoolState.initial(2))
+    op = FreeBlocks(_refs(case), case.evict_first)
+    out = world.apply(op)
+    after = world.pools[0]
+    return Observed(
+        out.error.name if out.error is not None else None,
+        {b: after.ref[b] for b in range(N_OWN)},
+        list(after.free),
+        len(after.free),
+    )
+
+
+def observe(case: HotCase, pool_cls: type) -> Observed:
+    """Build the case's state on ``pool_cls`` by its own calls (counts of blocks in use set
+    by hand), make the call, and read its error, counts, free walk and links."""
+    pool = pool_cls(num_gpu_blocks=N_OWN, enable_caching=case.caching)
+    other = pool_cls(num_gpu_blocks=2)
+    blocks = pool.blocks
+    pool.get_new_blocks(N_OWN - 1)
+    for b in case.keyed:
+        pool.cache_blocks([blocks[b]], [f"k{b}"])
+    pool.free_blocks([blocks[b] for b in case.free], evict_first=True)  # the front, in order
+    for b in range(1, N_OWN):
+        if b not in case.free:
+            blocks[b].ref_cnt = case.ref[b]
+    ents = [
+        other.blocks[1] if e == FOREIGN else other.blocks[0] if e == FOREIGN_NULL else blocks[e]
+        for e in case.entries
+    ]
+    try:
+        pool.free_blocks(ents, case.evict_first)
+        error = None
+    except Exception as exc:  # a broken class may raise anything
+        kind = getattr(exc, "kind", None)
+        error = kind.name if kind is not None else type(exc).__name__
+    return _read(pool, error)
+
+
+def _read(pool: Any, error: str | None) -> Observed:
+    q, blocks = pool.free_block_queue, pool.blocks
+    walk: list[int] = []
+    notes: list[str] = []
+    node, prev = q.fake_free_list_head.next_free_block, q.fake_free_list_head
+    while node is not None and node is not q.fake_free_list_tail and len(walk) <= N_OWN:
+        if node.prev_free_block is not prev:
+            notes.append(f"block {node.block_id}'s prev link does not mirror the walk")
+        walk.append(node.block_id)
+        prev, node = node, node.next_free_block
+    if q.fake_free_list_tail.prev_free_block is not prev:
+        notes.append("the tail's prev link is not the walk's last block")
+    for b in blocks:
+        if b.block_id not in walk and (b.prev_free_block or b.next_free_block):
+            notes.append(f"block {b.block_id} is outside the free queue but keeps a link")
+    return Observed(
+        error, {b: blocks[b].ref_cnt for b in range(N_OWN)}, walk, q.num_free_blocks, notes
+    )
+
+
+def replay(case: HotCase, pool_cls: type) -> str:
+    """Run ``case`` on ``pool_cls``: "agrees" with the spec's step, or what differs."""
+    want, got = expected(case), observe(case, pool_cls)
+    if got.error != want.error:
+        return f"raises {got.error}, the spec says {want.error}"
+    if got.ref != want.ref:
+        return f"ref counts {got.ref}, the spec says {want.ref}"
+    if got.free != want.free:
+        return f"the free walk gives {got.free}, the spec's sequence is {want.free}"
+    if got.num_free != want.num_free:
+        return f"num_free_blocks is {got.num_free}, the queue has {want.num_free}"
+    if got.notes:
+        return "; ".join(got.notes)
+    return "agrees"

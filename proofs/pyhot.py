@@ -44,9 +44,10 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from kvpool.spec import FreeBlocks, PoolState, World
-from kvpool.spec.errors import RefCountUnderflow
+from kvpool.spec import FreeBlocks, GetNewBlocks, PoolState, World
+from kvpool.spec.errors import InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow
 from kvpool.spec.ops import BlockRef
+from kvpool.spec.state import MAX_COUNT
 
 from .model import isolated_check
 from .pypool import (
@@ -55,7 +56,6 @@ from .pypool import (
     FOREIGN_NULL,
     MARK,
     N_OWN,
-    Observed,
     State,
     _arr,
     _finite,
@@ -69,7 +69,7 @@ from .pypool import (
     pool_invariant,
 )
 from .pypool import real_source as real_source
-from .pyrefine import RC, Patch
+from .pyrefine import RC, Patch, _drop, _prefix
 from .pyrefine import SOURCE as QUEUE_SOURCE
 from .pysource import (
     NONE,
@@ -77,6 +77,7 @@ from .pysource import (
     Contract,
     Effect,
     Heap,
+    IntV,
     ListV,
     Node,
     ObjV,
@@ -90,10 +91,18 @@ L = 2
 L_REFUSED = 3
 """The refused calls' obligations also at this bound."""
 
-METHODS = ("free_blocks",)
+METHODS = ("free_blocks", "get_new_blocks")
 """The hot paths this module proves."""
 
-FIELDS = {"ref_cnt": "int", "_pool": "int", "is_null": "bool", "_block_hash": "int"}
+FIELDS = {
+    "ref_cnt": "int",
+    "_pool": "int",
+    "is_null": "bool",
+    "_block_hash": "int",
+    "_pending": "int",
+}
+"""The block attributes modelled: ``_block_hash`` is the key's id (:data:`NONE`: no key),
+``_pending`` the identity of the watchers' tuple (:data:`NONE`: no watcher)."""
 
 
 # -- the queue's group contracts (pyrefine proves them from free_queue.py's source) -----------
@@ -157,6 +166,69 @@ def _forward(h: Heap, args: dict[str, Value]) -> tuple[Any, Value]:
     return z3.And(b >= 0, h.fields["is_null"][b]), args["forwarded"]
 
 
+def _popleft_n_effect(h: Heap, args: dict[str, Value], fresh: Callable[[str], str]) -> Effect:
+    """``_popleft_n(n)``: pre ``RC`` and ``0 <= n <= len``; post ``RC`` of the sequence
+    less its first ``n``, which it returns in order (``pyrefine``'s ``_popleft_n`` check,
+    proved from the source for every list and every n)."""
+    k = args["n"]
+    if not isinstance(k, IntV | Node):
+        raise TypeError("_popleft_n of a non-integer")
+    a = _seq(h.ghost)
+    a2 = _drop(a, k.t)
+    h2 = Heap(_arr(fresh("nxt")), _arr(fresh("prv")), z3.Int(fresh("cnt")), h.fields)
+    h2.ghost = _ghost(a2)
+    ret = ListV(_arr(fresh("ret")), k.t)
+    return Effect(
+        pre=z3.And(RC(h, a), k.t >= 0, k.t <= a.n),
+        post=z3.And(RC(h2, a2), _prefix(ret, a, k.t)),
+        heap=h2,
+        ret=ret,
+    )
+
+
+def _set_field(h: Heap, name: str, arr: Any) -> Heap:
+    return Heap(h.nxt, h.prv, h.cnt, {**h.fields, name: arr}, h.ghost)
+
+
+def _drop_key_effect(h: Heap, args: dict[str, Value], fresh: Callable[[str], str]) -> Effect:
+    """``_drop_key(block)`` (stated): called on a block with a key, it leaves the block with
+    none and changes nothing else modelled (the index and the event log are not)."""
+    b = _node(args["block"])
+    key = h.fields["_block_hash"]
+    return Effect(
+        pre=z3.And(b >= 0, key[b] != NONE),
+        post=z3.BoolVal(True),
+        heap=_set_field(h, "_block_hash", z3.Store(key, b, NONE)),
+    )
+
+
+def _detach_effect(bound: int) -> Any:
+    def effect(h: Heap, args: dict[str, Value], fresh: Callable[[str], str]) -> Effect:
+        """``_detach_watchers(blocks)`` (stated): each listed block's ``_pending`` is None
+        after it; nothing else modelled changes; it returns the firings (opaque here)."""
+        bl = args["blocks"]
+        if not isinstance(bl, ListV):
+            raise TypeError("_detach_watchers of a non-list")
+        pend = h.fields["_pending"]
+        for i in range(bound):
+            pend = z3.If(i < bl.n, z3.Store(pend, bl.arr[i], NONE), pend)
+        return Effect(
+            pre=bl.n <= bound,
+            post=z3.BoolVal(True),
+            heap=_set_field(h, "_pending", pend),
+            ret=Node(z3.IntVal(NONE)),
+        )
+
+    return effect
+
+
+def _fire(h: Heap, args: dict[str, Value]) -> tuple[Any, Value]:
+    """``_fire(firings, handed_out)`` (stated): calls the watchers once the state is
+    complete; what a watcher does when it calls back into the pool is an operation of its
+    own (the spec's nested operations), so here it changes nothing modelled."""
+    return z3.BoolVal(True), Node(z3.IntVal(NONE))
+
+
 def translation(source: str, caching: Any, bound: int = L) -> Translation:
     return Translation(
         source,
@@ -175,8 +247,13 @@ def translation(source: str, caching: Any, bound: int = L) -> Translation:
             "_holds": Contract(("blocks", "block"), _pure(_holds)),
             "_is_some_block": Contract(("entry",), _pure(_is_some_block)),
             "_forward": Contract(("block", "forwarded"), _pure(_forward)),
+            "free_block_queue._popleft_n": Contract(("n",), _popleft_n_effect),
+            "_drop_key": Contract(("block",), _drop_key_effect),
+            "_detach_watchers": Contract(("blocks",), _detach_effect(bound)),
+            "_fire": Contract(("firings", "handed_out"), _pure(_fire)),
         },
         node_class="KVCacheBlock",
+        consts={"MAX_BLOCKS": IntV(z3.IntVal(MAX_COUNT))},
     )
 
 
@@ -264,19 +341,23 @@ def free_goal(
     refused, seq, r = spec_free(st, caching, ef, bound)
     h, h0 = res.heap, st.heap
     rcu = tr.code(RefCountUnderflow)
-    others = ("_pool", "is_null", "_block_hash")
+    others = ("_pool", "is_null", "_block_hash", "_pending")
     return _parts(
         [
             ("refused: raises RefCountUnderflow", refused, res.exc == rcu),
             (
-                "refused: ref counts, keys, marks, flags as they were",
+                "refused: ref counts, keys, watchers, marks, flags as they were",
                 refused,
                 _same(h, h0, "ref_cnt", *others),
             ),
             ("refused: every link and the counter as they were", refused, RC(h, st.a)),
             ("valid: returns", z3.Not(refused), res.exc == 0),
             ("valid: ref counts as the spec's", z3.Not(refused), h.fields["ref_cnt"] == r),
-            ("valid: keys, marks and flags unchanged", z3.Not(refused), _same(h, h0, *others)),
+            (
+                "valid: keys, watchers, marks and flags unchanged",
+                z3.Not(refused),
+                _same(h, h0, *others),
+            ),
             ("valid: the queue is the spec's sequence", z3.Not(refused), RC(h, seq)),
         ]
     )
@@ -308,8 +389,80 @@ def free_blocks_obligations(
     return out
 
 
+# -- get_new_blocks: the eviction path --------------------------------------------------------
+
+
+def spec_get_new(
+    tr: Translation, st: State, k: Any, bound: int
+) -> tuple[Any, Any, Seq, dict[str, Any]]:
+    """(refused, error code, sequence after, fields after) of ``GetNewBlocks(k)``: a
+    negative count or one past ``MAX_COUNT`` is ``InvalidArgument``, one past the free
+    sequence ``InsufficientFreeBlocks``; else the first ``k`` blocks leave the sequence,
+    each with ``ref_cnt`` 1, no key (``_drop_key``) and no pending watcher (they fire).
+    The fields after are written for ``k <= bound``."""
+    a = st.a
+    inv, ins = tr.code(InvalidArgument), tr.code(InsufficientFreeBlocks)
+    code = z3.If(k < 0, inv, z3.If(k > a.n, z3.If(k > MAX_COUNT, inv, ins), 0))
+    f = dict(st.heap.fields)
+    for i in range(bound):
+        b, take = a.s[i], i < k
+        f["ref_cnt"] = z3.If(take, z3.Store(f["ref_cnt"], b, 1), f["ref_cnt"])
+        f["_block_hash"] = z3.If(take, z3.Store(f["_block_hash"], b, NONE), f["_block_hash"])
+        f["_pending"] = z3.If(take, z3.Store(f["_pending"], b, NONE), f["_pending"])
+    return code != 0, code, _drop(a, k), f
+
+
+def get_new_goal(tr: Translation, st: State, res: Any, k: Any, bound: int) -> list[tuple[str, Any]]:
+    refused, code, seq, f = spec_get_new(tr, st, k, bound)
+    h, h0 = res.heap, st.heap
+    valid = z3.Not(refused)
+    return _parts(
+        [
+            ("refused: raises the spec's error", refused, res.exc == code),
+            (
+                "refused: ref counts, keys, watchers, marks, flags as they were",
+                refused,
+                _same(h, h0, *FIELDS),
+            ),
+            ("refused: every link and the counter as they were", refused, RC(h, st.a)),
+            ("valid: returns", valid, res.exc == 0),
+            ("valid: returns the first k blocks of the sequence", valid, _prefix(res.ret, st.a, k)),
+            ("valid: ref counts as the spec's", valid, h.fields["ref_cnt"] == f["ref_cnt"]),
+            ("valid: keys as the spec's", valid, h.fields["_block_hash"] == f["_block_hash"]),
+            ("valid: pending watchers as the spec's", valid, h.fields["_pending"] == f["_pending"]),
+            ("valid: marks and flags unchanged", valid, _same(h, h0, "_pool", "is_null")),
+            ("valid: the queue is the spec's sequence", valid, RC(h, seq)),
+        ]
+    )
+
+
+def get_new_blocks_obligations(
+    source: str | None = None, bound: int = L, refused_only: bool = False
+) -> list[tuple[str, list[Any], Any]]:
+    """Every obligation of ``get_new_blocks``' proof: (step, hypotheses, goal). The count
+    is any int up to ``bound`` (negative ones too); ``refused_only``: the refused calls'
+    instead, for *every* int count (no bound: a refusal runs no loop)."""
+    caching = z3.Bool("caching")
+    tr = translation(real_source() if source is None else source, caching, bound)
+    st = fresh_state()
+    k = z3.Int("num_blocks")
+    b = z3.Int("kb")
+    # with caching off no block holds a key (the spec's pools: nothing can give one)
+    keys = z3.ForAll([b], z3.Or(caching, st.heap.fields["_block_hash"][b] == NONE))
+    refused = spec_get_new(tr, st, k, bound)[0]
+    hyps = [*pool_invariant(st), keys, refused if refused_only else k <= bound]
+    res = tr.run("get_new_blocks", {"num_blocks": IntV(k)}, st.heap, bound=bound)
+    out = [(o.name, [*hyps, *o.hyps], o.goal) for o in res.obligations]
+    for name, goal in get_new_goal(tr, st, res, k, bound):
+        if refused_only and not name.startswith("refused"):
+            continue
+        out.append((f"post: {name}", [*hyps, *res.assumptions], goal))
+    return out
+
+
 OBLIGATIONS: dict[str, Callable[..., list[tuple[str, list[Any], Any]]]] = {
     "free_blocks": free_blocks_obligations,
+    "get_new_blocks": get_new_blocks_obligations,
 }
 """Per method, the function that returns its z3 queries: ``f(source, bound,
 refused_only)`` -> [(step, hypotheses, goal)]."""
@@ -345,6 +498,21 @@ HOT_MUTANTS: dict[str, tuple[str, str, tuple[Patch, ...]]] = {
         "but the last",
         (("        for block in blocks[:stop]:\n", "        for block in blocks[: stop - 1]:\n"),),
     ),
+    "watched-last-only": (
+        "get_new_blocks",
+        "get_new_blocks fires the watchers only if the last block it hands out has some",
+        (
+            (
+                "                    self._drop_key(block)\n"
+                "                block.ref_cnt = 1\n"
+                "                if block._pending is not None:\n"
+                "                    watched = True\n",
+                "                    self._drop_key(block)\n"
+                "                block.ref_cnt = 1\n"
+                "                watched = block._pending is not None\n",
+            ),
+        ),
+    ),
 }
 """(method, idea, patches to ``impl/pool.py``) of each seeded bug this module's proofs
 must refute."""
@@ -361,54 +529,70 @@ class HotCase:
     caching: bool = True
     evict_first: bool = False
     keyed: tuple[int, ...] = ()
+    watched: tuple[int, ...] = ()
+    num_blocks: int = 0
     step: str = ""
 
     def __str__(self) -> str:
         names = {FOREIGN: "F", FOREIGN_NULL: "F0"}
         ents = ", ".join(str(names.get(e, e)) for e in self.entries)
-        opts = f"caching={self.caching}, keyed {list(self.keyed)}"
-        call = f"{self.method}([{ents}]"
+        state = f"free {list(self.free)}, ref {self.ref}, caching={self.caching}"
+        state += f", keyed {list(self.keyed)}"
         if self.method == "free_blocks":
-            call += f", evict_first={self.evict_first}"
-        return f"free {list(self.free)}, ref {self.ref}, {opts}; {call}): fails {self.step!r}"
+            call = f"free_blocks([{ents}], evict_first={self.evict_first})"
+        else:
+            state += f", watched {list(self.watched)}"
+            call = f"get_new_blocks({self.num_blocks})"
+        return f"{state}; {call}: fails {self.step!r}"
 
 
 def _run_queue(tq: Translation, method: str) -> Contract:
     """The queue's ``method`` run from its source (exact on a concrete pool) in place of
     its contract."""
+    params = tuple(a.arg for a in tq.funcs[method].args.args[1:])
 
     def effect(h: Heap, args: dict[str, Value], fresh: Callable[[str], str]) -> Effect:
         res = tq.run(method, args, Heap(h.nxt, h.prv, h.cnt))
         after = Heap(res.heap.nxt, res.heap.prv, res.heap.cnt, h.fields, h.ghost)
-        return Effect(z3.BoolVal(True), z3.BoolVal(True), after, None, res.exc)
+        return Effect(z3.BoolVal(True), z3.BoolVal(True), after, res.ret, res.exc)
 
-    return Contract(("blocks",), effect)
+    return Contract(params, effect)
 
 
-def _setup(method: str, source: str, bound: int) -> tuple[State, Any, list[tuple[str, Any]], Any]:
-    """The state, the call's options, the goals (quantifiers instantiated over a concrete
-    pool's nodes) and the option values of ``method`` on ``source``, the queue's methods
-    run from ``free_queue.py``'s source."""
-    caching, ef = z3.Bool("caching"), z3.Bool("evict_first")
+def _setup(
+    method: str, source: str, bound: int
+) -> tuple[State, dict[str, Any], list[tuple[str, Any]], list[Any]]:
+    """The state, the call's arguments and options, the goals (quantifiers instantiated
+    over a concrete pool's nodes) and further hypotheses of ``method`` on ``source``, the
+    queue's methods run from ``free_queue.py``'s source."""
+    opts = {"caching": z3.Bool("caching"), "evict_first": z3.Bool("evict_first")}
+    opts["num_blocks"] = z3.Int("num_blocks")
     st = fresh_state()
-    tr = translation(source, caching, bound)
+    tr = translation(source, opts["caching"], bound)
     tq = Translation(QUEUE_SOURCE.read_text(), cls="FreeKVCacheBlockQueue")
     for k in list(tr.contracts):
         if k.startswith("free_block_queue."):
             tr.contracts[k] = _run_queue(tq, k.split(".", 1)[1])
-    if method != "free_blocks":
-        raise ValueError(method)
-    res = tr.run(
-        "free_blocks",
-        {"ordered_blocks": ListV(st.bl, st.m), "evict_first": BoolV(ef)},
-        st.heap,
-        bound=bound,
-    )
-    goals = free_goal(tr, st, res, caching, ef, bound)
+    more: list[Any] = []
+    if method == "free_blocks":
+        args: dict[str, Value] = {
+            "ordered_blocks": ListV(st.bl, st.m),
+            "evict_first": BoolV(opts["evict_first"]),
+        }
+        res = tr.run(method, args, st.heap, bound=bound)
+        goals = free_goal(tr, st, res, opts["caching"], opts["evict_first"], bound)
+    elif method == "get_new_blocks":
+        k = opts["num_blocks"]
+        res = tr.run(method, {"num_blocks": IntV(k)}, st.heap, bound=bound)
+        goals = get_new_goal(tr, st, res, k, bound)
+        key = st.heap.fields["_block_hash"]
+        more = [k >= -1, k <= bound, *[z3.Or(opts["caching"], key[b] == NONE) for b in range(6)]]
+    else:
+        raise ValueError(f"no refutation for {method}")
     vals = range(NONE, FOREIGN_NULL + 2)
     obs = [(f"post: {n}", _finite(g, vals)) for n, g in goals]
     obs += [(o.name, _finite(o.goal, vals)) for o in res.obligations]
-    return st, (caching, ef), obs, res
+    return st, opts, obs, more
 
 
 def refute(
@@ -417,10 +601,10 @@ def refute(
     """A counterexample to ``method``'s proof on the patched source, on a small concrete
     pool (blocks 0..3 as :func:`pypool.refute` has them, each free sequence of
     :data:`pypool.CONCRETE_QUEUES`), decoded; (None, None) if none is found there."""
-    st, (caching, ef), obs, _ = _setup(method, patched(patches), bound)
-    key = st.heap.fields["_block_hash"]
+    st, opts, obs, more = _setup(method, patched(patches), bound)
+    key, pend = st.heap.fields["_block_hash"], st.heap.fields["_pending"]
     for free in CONCRETE_QUEUES:
-        pin = [*_pin(st, free, bound), *entries(st, bound)]
+        pin = [*_pin(st, free, bound), *entries(st, bound), *more]
         for step, goal in obs:
             status, _, mdl = isolated_check(pin, goal, timeout_ms)
             if status == "refuted" and mdl is not None:
@@ -429,21 +613,42 @@ def refute(
                     v = mdl.eval(t, model_completion=True)
                     return z3.is_true(v) if z3.is_bool(v) else int(v.as_long())
 
-                on = bool(val(caching))
+                on = bool(val(opts["caching"]))
                 return step, HotCase(
                     method,
                     free,
                     {b: val(st.ref[b]) for b in range(1, N_OWN)},
-                    [val(st.bl[i]) for i in range(val(st.m))],
+                    [val(st.bl[i]) for i in range(val(st.m))] if method == "free_blocks" else [],
                     on,
-                    bool(val(ef)),
+                    bool(val(opts["evict_first"])),
                     tuple(b for b in range(1, N_OWN) if on and val(key[b]) != NONE),
+                    tuple(b for b in free if val(pend[b]) != NONE),
+                    val(opts["num_blocks"]),
                     step,
                 )
     return None, None
 
 
 # -- a decoded case replayed on the spec and on a real pool class (given) -----------------------
+
+
+@dataclass
+class HotObserved:
+    """What a call did: its error, counts, free walk and counter, keyed blocks, the blocks
+    whose watchers fired (in order) and those still watched; link faults as notes."""
+
+    error: str | None
+    ref: dict[int, int]
+    free: list[int]
+    num_free: int
+    keyed: list[int]
+    fired: list[int]
+    watched: list[int]
+    notes: list[str]
+
+
+WATCHER = 7
+"""The watcher id of a case's pending watchers (one per watched block)."""
 
 
 def _refs(case: HotCase) -> tuple[BlockRef, ...]:
@@ -453,7 +658,7 @@ def _refs(case: HotCase) -> tuple[BlockRef, ...]:
     )
 
 
-def expected(case: HotCase) -> Observed:
+def expected(case: HotCase) -> HotObserved:
     """The spec's answer: ``World.apply`` of the call on the case's state."""
     ps = PoolState.initial(N_OWN, caching=case.caching)
     ps.ref = [0, *[case.ref[b] for b in range(1, N_OWN)]]
@@ -461,21 +666,31 @@ def expected(case: HotCase) -> Observed:
     for b in case.keyed:
         ps.key[b] = f"k{b}"
         ps.index[f"k{b}"] = {b: None}
+    for b in case.watched:
+        ps.pending[b] = [WATCHER]
     world = World.of(ps, PoolState.initial(2))
-    op = FreeBlocks(_refs(case), case.evict_first)
+    op: Any = (
+        FreeBlocks(_refs(case), case.evict_first)
+        if case.method == "free_blocks"
+        else GetNewBlocks(case.num_blocks)
+    )
     out = world.apply(op)
     after = world.pools[0]
-    return Observed(
+    return HotObserved(
         out.error.name if out.error is not None else None,
         {b: after.ref[b] for b in range(N_OWN)},
         list(after.free),
         len(after.free),
+        [b for b in range(N_OWN) if after.key[b] is not None],
+        [f.block for f in out.fired],
+        sorted(after.pending),
+        [],
     )
 
 
-def observe(case: HotCase, pool_cls: type) -> Observed:
-    """Build the case's state on ``pool_cls`` by its own calls (counts of blocks in use set
-    by hand), make the call, and read its error, counts, free walk and links."""
+def observe(case: HotCase, pool_cls: type) -> HotObserved:
+    """Build the case's state on ``pool_cls`` by its own calls (the counts of blocks in use
+    and the pending watchers set by hand), make the call, and read what it did."""
     pool = pool_cls(num_gpu_blocks=N_OWN, enable_caching=case.caching)
     other = pool_cls(num_gpu_blocks=2)
     blocks = pool.blocks
@@ -486,21 +701,25 @@ def observe(case: HotCase, pool_cls: type) -> Observed:
     for b in range(1, N_OWN):
         if b not in case.free:
             blocks[b].ref_cnt = case.ref[b]
+    fired: list[int] = []
+    for i, b in enumerate(case.watched):
+        blocks[b]._pending = (lambda blk: fired.append(blk.block_id),)
+        blocks[b]._pending_order = i
+    pool._next_pending_order = len(case.watched)
     ents = [
         other.blocks[1] if e == FOREIGN else other.blocks[0] if e == FOREIGN_NULL else blocks[e]
         for e in case.entries
     ]
     try:
-        pool.free_blocks(ents, case.evict_first)
+        if case.method == "free_blocks":
+            pool.free_blocks(ents, case.evict_first)
+        else:
+            pool.get_new_blocks(case.num_blocks)
         error = None
     except Exception as exc:  # a broken class may raise anything
         kind = getattr(exc, "kind", None)
         error = kind.name if kind is not None else type(exc).__name__
-    return _read(pool, error)
-
-
-def _read(pool: Any, error: str | None) -> Observed:
-    q, blocks = pool.free_block_queue, pool.blocks
+    q = pool.free_block_queue
     walk: list[int] = []
     notes: list[str] = []
     node, prev = q.fake_free_list_head.next_free_block, q.fake_free_list_head
@@ -511,25 +730,28 @@ def _read(pool: Any, error: str | None) -> Observed:
         prev, node = node, node.next_free_block
     if q.fake_free_list_tail.prev_free_block is not prev:
         notes.append("the tail's prev link is not the walk's last block")
-    for b in blocks:
-        if b.block_id not in walk and (b.prev_free_block or b.next_free_block):
-            notes.append(f"block {b.block_id} is outside the free queue but keeps a link")
-    return Observed(
-        error, {b: blocks[b].ref_cnt for b in range(N_OWN)}, walk, q.num_free_blocks, notes
+    for blk in blocks:
+        if blk.block_id not in walk and (blk.prev_free_block or blk.next_free_block):
+            notes.append(f"block {blk.block_id} is outside the free queue but keeps a link")
+    return HotObserved(
+        error,
+        {b: blocks[b].ref_cnt for b in range(N_OWN)},
+        walk,
+        q.num_free_blocks,
+        [b for b in range(N_OWN) if blocks[b].block_hash is not None],
+        fired,
+        [b for b in range(N_OWN) if blocks[b]._pending is not None],
+        notes,
     )
 
 
 def replay(case: HotCase, pool_cls: type) -> str:
     """Run ``case`` on ``pool_cls``: "agrees" with the spec's step, or what differs."""
     want, got = expected(case), observe(case, pool_cls)
-    if got.error != want.error:
-        return f"raises {got.error}, the spec says {want.error}"
-    if got.ref != want.ref:
-        return f"ref counts {got.ref}, the spec says {want.ref}"
-    if got.free != want.free:
-        return f"the free walk gives {got.free}, the spec's sequence is {want.free}"
-    if got.num_free != want.num_free:
-        return f"num_free_blocks is {got.num_free}, the queue has {want.num_free}"
+    for what in ("error", "ref", "free", "num_free", "keyed", "fired", "watched"):
+        g, w = getattr(got, what), getattr(want, what)
+        if g != w:
+            return f"{what}: {g}, the spec says {w}"
     if got.notes:
         return "; ".join(got.notes)
     return "agrees"

@@ -49,7 +49,7 @@ from kvpool.spec.errors import InsufficientFreeBlocks, InvalidArgument, RefCount
 from kvpool.spec.ops import BlockRef
 from kvpool.spec.state import MAX_COUNT
 
-from .model import isolated_check
+from .model import isolated_check, named
 from .pypool import (
     CONCRETE_QUEUES,
     FOREIGN,
@@ -90,6 +90,8 @@ L = 2
 """Lists of at most this many entries (as ``touch``'s)."""
 L_REFUSED = 3
 """The refused calls' obligations also at this bound."""
+L_GET = 3
+"""``get_new_blocks``' valid calls: counts up to this (its loops unrolled this often)."""
 
 METHODS = ("free_blocks", "get_new_blocks")
 """The hot paths this module proves."""
@@ -363,6 +365,26 @@ def free_goal(
     )
 
 
+def entry_hypotheses(method: str, st: State, bound: int, refused_only: bool) -> list[Any]:
+    """What ``method``'s proof assumes of the state and the call at its entry (every
+    obligation's first hypotheses; the rest are the contracts' posts, each met by the
+    callee's source or stated, and the loops' exits)."""
+    caching = z3.Bool("caching")
+    if method == "free_blocks":
+        refused = spec_free(st, caching, z3.Bool("evict_first"), bound)[0]
+        return [*pool_invariant(st), *entries(st, bound), *([refused] if refused_only else [])]
+    if method == "get_new_blocks":
+        k, b = z3.Int("num_blocks"), z3.Int("kb")
+        # with caching off no block holds a key (the spec's pools: nothing can give one)
+        keys = z3.ForAll([b], z3.Or(caching, st.heap.fields["_block_hash"][b] == NONE))
+        return [
+            *pool_invariant(st),
+            keys,
+            z3.Or(k < 0, k > st.a.n) if refused_only else k <= bound,
+        ]
+    raise ValueError(f"not proved from source here: {method}")
+
+
 def free_blocks_obligations(
     source: str | None = None, bound: int = L, refused_only: bool = False
 ) -> list[tuple[str, list[Any], Any]]:
@@ -371,10 +393,7 @@ def free_blocks_obligations(
     caching, ef = z3.Bool("caching"), z3.Bool("evict_first")
     tr = translation(real_source() if source is None else source, caching, bound)
     st = fresh_state()
-    hyps = [*pool_invariant(st), *entries(st, bound)]
-    refused = spec_free(st, caching, ef, bound)[0]
-    if refused_only:
-        hyps.append(refused)
+    hyps = entry_hypotheses("free_blocks", st, bound, refused_only)
     res = tr.run(
         "free_blocks",
         {"ordered_blocks": ListV(st.bl, st.m), "evict_first": BoolV(ef)},
@@ -446,11 +465,7 @@ def get_new_blocks_obligations(
     tr = translation(real_source() if source is None else source, caching, bound)
     st = fresh_state()
     k = z3.Int("num_blocks")
-    b = z3.Int("kb")
-    # with caching off no block holds a key (the spec's pools: nothing can give one)
-    keys = z3.ForAll([b], z3.Or(caching, st.heap.fields["_block_hash"][b] == NONE))
-    refused = spec_get_new(tr, st, k, bound)[0]
-    hyps = [*pool_invariant(st), keys, refused if refused_only else k <= bound]
+    hyps = entry_hypotheses("get_new_blocks", st, bound, refused_only)
     res = tr.run("get_new_blocks", {"num_blocks": IntV(k)}, st.heap, bound=bound)
     out = [(o.name, [*hyps, *o.hyps], o.goal) for o in res.obligations]
     for name, goal in get_new_goal(tr, st, res, k, bound):
@@ -466,6 +481,59 @@ OBLIGATIONS: dict[str, Callable[..., list[tuple[str, list[Any], Any]]]] = {
 }
 """Per method, the function that returns its z3 queries: ``f(source, bound,
 refused_only)`` -> [(step, hypotheses, goal)]."""
+
+
+PROOF_BOUNDS: dict[str, tuple[tuple[int, bool], ...]] = {
+    "free_blocks": ((L, False), (L_REFUSED, True)),
+    "get_new_blocks": ((L_GET, False), (L_GET, True)),
+}
+"""Per method, (bound, refused calls only) of each run of its proof."""
+
+
+def bounds_label(method: str) -> str:
+    if method == "get_new_blocks":
+        return (
+            f"every queue, key and watcher, caching on or off; num_blocks <= {L_GET} "
+            "(valid calls), every int (refused calls)"
+        )
+    return (
+        "every queue and key, caching on or off, evict_first either way; "
+        + ", ".join(
+            f"lists of <= {b} entries{' (refused calls)' if r else ''}"
+            for b, r in PROOF_BOUNDS[method]
+        )
+        + " (this pool's blocks, null blocks, repeats)"
+    )
+
+
+@dataclass
+class HotResult:
+    op: str
+    step: str
+    status: str
+    seconds: float
+    model: z3.ModelRef | None = None
+    bound: int = L
+
+
+def prove(
+    methods: tuple[str, ...] = METHODS,
+    source: str | None = None,
+    timeout_ms: int = 120000,
+    stop_at_first_failure: bool = False,
+) -> list[HotResult]:
+    """Translate ``source`` (default: the real ``pool.py``) and prove each of ``methods``
+    at each of its :data:`PROOF_BOUNDS`."""
+    rows: list[HotResult] = []
+    for meth in methods:
+        for bound, refused_only in PROOF_BOUNDS[meth]:
+            for step, hyps, goal in obligations(source, meth, bound, refused_only):
+                with named(f"pool {meth} L={bound} ({step})"):
+                    st, dt, mdl = isolated_check(hyps, goal, timeout_ms)
+                rows.append(HotResult(meth, step, st, dt, mdl, bound))
+                if stop_at_first_failure and st != "proved":
+                    return rows
+    return rows
 
 
 def obligations(

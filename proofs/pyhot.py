@@ -39,13 +39,19 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from kvpool.spec import FreeBlocks, GetNewBlocks, PoolState, World
-from kvpool.spec.errors import InsufficientFreeBlocks, InvalidArgument, RefCountUnderflow
+from kvpool.spec import FreeBlocks, GetNewBlocks, PoolState, UnpinBlocks, World
+from kvpool.spec.errors import (
+    ForeignBlock,
+    InsufficientFreeBlocks,
+    InvalidArgument,
+    NullBlockMisuse,
+    RefCountUnderflow,
+)
 from kvpool.spec.ops import BlockRef
 from kvpool.spec.state import MAX_COUNT
 
@@ -61,6 +67,7 @@ from .pypool import (
     _finite,
     _flat,
     _ghost,
+    _own_effect,
     _pin,
     _same,
     _seq,
@@ -76,6 +83,7 @@ from .pysource import (
     BoolV,
     Contract,
     Effect,
+    FuncV,
     Heap,
     IntV,
     ListV,
@@ -93,7 +101,7 @@ L_REFUSED = 3
 L_GET = 3
 """``get_new_blocks``' valid calls: counts up to this (its loops unrolled this often)."""
 
-METHODS = ("free_blocks", "get_new_blocks")
+METHODS = ("free_blocks", "unpin_blocks", "get_new_blocks")
 """The hot paths this module proves."""
 
 FIELDS = {
@@ -475,7 +483,231 @@ def get_new_blocks_obligations(
     return out
 
 
+# -- unpin_blocks: watchers as tuple objects ---------------------------------------------------
+
+L_UNPIN = 2
+"""``unpin_blocks``: lists of at most this many entries."""
+W = 2
+"""Each block's pending watchers at the call's entry: at most this many (the loops over a
+tuple, which may grow by one per entry, are unrolled ``L_UNPIN + 1`` times)."""
+UNPIN_FIELDS = {**FIELDS, "_pending_order": "int"}
+SELF_FIELDS = ("_next_pending_order", "_watch_registered")
+
+
+def _check_releasable_effect(tr: Translation, bound: int) -> Any:
+    def effect(h: Heap, args: dict[str, Value], fresh: Callable[[str], str]) -> Effect:
+        """``_check_releasable(blocks)`` (stated): raises ``RefCountUnderflow`` if a block
+        is listed more often than its ``ref_cnt``; changes nothing."""
+        bl = args["blocks"]
+        if not isinstance(bl, ListV):
+            raise TypeError("_check_releasable of a non-list")
+        r, under = h.fields["ref_cnt"], z3.BoolVal(False)
+        for i in range(bound):
+            b = bl.arr[i]
+            under = z3.Or(under, z3.And(i < bl.n, r[b] < 1))
+            r = z3.If(i < bl.n, z3.Store(r, b, r[b] - 1), r)
+        code = z3.If(under, tr.code(RefCountUnderflow), 0)
+        return Effect(pre=bl.n <= bound, post=z3.BoolVal(True), heap=h, code=code)
+
+    return effect
+
+
+def unpin_translation(source: str, bound: int) -> Translation:
+    tr = Translation(
+        source,
+        cls="BlockPool",
+        fields=UNPIN_FIELDS,
+        self_values={
+            "_weak_self": Node(z3.IntVal(MARK)),
+            "free_block_queue": ObjV("free_block_queue", "num_free_blocks"),
+        },
+        node_class="KVCacheBlock",
+        tuple_fields=("_pending",),
+        self_fields=SELF_FIELDS,
+    )
+    tr.contracts = {
+        "free_block_queue._append_n": group_contract(seq_append_all, bound),
+        "_own": Contract(("blocks", "null_ok"), _own_effect(tr, bound)),
+        "_check_releasable": Contract(("blocks",), _check_releasable_effect(tr, bound)),
+    }
+    return tr
+
+
+def unpin_state() -> State:
+    st = fresh_state(UNPIN_FIELDS)
+    for f in SELF_FIELDS:
+        st.heap.fields[f"self.{f}"] = z3.Int(f)
+    return st
+
+
+@dataclass
+class Watchers:
+    """The spec's pending watchers, per block: how many, and each (by position)."""
+
+    n: Any  # node -> count (0: none)
+    get: Any  # node -> (position -> watcher)
+
+
+def watchers_of(tr: Translation, pend: Any) -> Watchers:
+    b, i = z3.Ints("wb wi")
+    return Watchers(
+        z3.Lambda([b], z3.If(pend[b] == NONE, 0, tr.tlen(pend[b]))),
+        z3.Lambda([b], z3.Lambda([i], tr.tget(pend[b], i))),
+    )
+
+
+def spec_unpin(
+    tr: Translation, st: State, w: Any, bound: int
+) -> tuple[Any, Any, Seq, Watchers, Any, Any, Any]:
+    """(error code, ref after, sequence after, watchers after, number of watchers added,
+    blocks first watched now -> their order number, next order number) of
+    ``UnpinBlocks(bl[:m], w)`` (``World._op_unpin_blocks``): ``_own_blocks`` with
+    ``null="refuse"`` (the first null block or another pool's block names the refusal),
+    then ``_check_multiplicity``; else per entry in order its count goes down by one, it
+    gets ``w`` unless it has it (watchers in registration order; a block's first watcher
+    numbers it in first-watched order), and the blocks reaching 0 join the back."""
+    ref, mark, is_null, bl = st.ref, st.mark, st.is_null, st.bl
+    code: Any = z3.IntVal(0)
+    for i in reversed(range(bound)):
+        e = bl[i]
+        bad = z3.And(i < st.m, z3.Or(is_null[e], mark[e] != MARK))
+        code = z3.If(bad, z3.If(is_null[e], tr.code(NullBlockMisuse), tr.code(ForeignBlock)), code)
+    spec = watchers_of(tr, st.heap.fields["_pending"])
+    wn, wget = spec.n, spec.get
+    r, under = ref, z3.BoolVal(False)
+    added: Any = z3.IntVal(0)
+    nxt = st.heap.fields["self._next_pending_order"]
+    order = z3.K(z3.IntSort(), z3.IntVal(-1))
+    empty = z3.K(z3.IntSort(), z3.IntVal(NONE))
+    rel, kr = empty, z3.IntVal(0)
+    for i in range(bound):
+        b, take = bl[i], i < st.m
+        under = z3.Or(under, z3.And(take, r[b] < 1))
+        r = z3.If(take, z3.Store(r, b, r[b] - 1), r)
+        has = z3.Or(*[z3.And(j < wn[b], wget[b][j] == w) for j in range(W + bound)])
+        add = z3.And(take, z3.Not(has))
+        first = z3.And(add, wn[b] == 0)
+        order = z3.If(first, z3.Store(order, b, nxt), order)
+        nxt = z3.If(first, nxt + 1, nxt)
+        wget = z3.If(add, z3.Store(wget, b, z3.Store(wget[b], wn[b], w)), wget)
+        wn = z3.If(add, z3.Store(wn, b, wn[b] + 1), wn)
+        added = z3.If(add, added + 1, added)
+        rel, kr = _push(rel, kr, z3.And(take, r[b] == 0), b)
+    code = z3.If(code != 0, code, z3.If(under, tr.code(RefCountUnderflow), 0))
+    seq = seq_append_all(st.a, rel, kr, _group_pos(rel, kr, bound))
+    return code, r, seq, Watchers(wn, wget), added, order, nxt
+
+
+def unpin_entry(tr: Translation, st: State, w: Any, bound: int, refused_only: bool) -> list[Any]:
+    """At most ``bound`` entries, each any block of any pool; at most :data:`W` watchers
+    per block; the watcher is not None."""
+    b = z3.Int("ub")
+    pend = st.heap.fields["_pending"]
+    hyps = [
+        *pool_invariant(st),
+        st.m >= 0,
+        st.m <= bound,
+        *[z3.Implies(i < st.m, st.bl[i] >= 0) for i in range(bound)],
+        w != NONE,
+        z3.ForAll(
+            [b], z3.Or(pend[b] == NONE, z3.And(tr.tlen(pend[b]) >= 1, tr.tlen(pend[b]) <= W))
+        ),
+    ]
+    code = spec_unpin(tr, st, w, bound)[0]
+    return [*hyps, code != 0 if refused_only else code == 0]
+
+
+def unpin_goal(
+    tr: Translation, st: State, res: Any, w: Any, bound: int, refused_only: bool
+) -> list[tuple[str, Any]]:
+    code, r, seq, spec, added, order, nxt = spec_unpin(tr, st, w, bound)
+    h, h0 = res.heap, st.heap
+    pend, pend0 = h.fields["_pending"], h0.fields["_pending"]
+    ordr, ordr0 = h.fields["_pending_order"], h0.fields["_pending_order"]
+    b, i = z3.Ints("gb gi")
+    kept_order = z3.ForAll([b], z3.Implies(pend0[b] != NONE, ordr[b] == ordr0[b]))
+    refused, valid = code != 0, code == 0
+    parts = [
+        ("refused: raises the spec's error", refused, res.exc == code),
+        (
+            "refused: ref counts, watchers, keys, marks, flags as they were",
+            refused,
+            _same(h, h0, "ref_cnt", "_pending", "_block_hash", "_pool", "is_null"),
+        ),
+        (
+            "refused: the watch counters and the order of watched blocks as they were",
+            refused,
+            z3.And(_same(h, h0, *[f"self.{f}" for f in SELF_FIELDS]), kept_order),
+        ),
+        ("refused: every link and the counter as they were", refused, RC(h, st.a)),
+    ]
+    if not refused_only:
+        watched = z3.ForAll(
+            [b],
+            z3.Implies(
+                b >= 0,
+                z3.And(
+                    (pend[b] == NONE) == (spec.n[b] == 0),
+                    z3.Implies(
+                        pend[b] != NONE,
+                        z3.And(
+                            tr.tlen(pend[b]) == spec.n[b],
+                            z3.ForAll(
+                                [i],
+                                z3.Implies(
+                                    z3.And(i >= 0, i < spec.n[b]),
+                                    tr.tget(pend[b], i) == spec.get[b][i],
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        new_order = z3.ForAll([b], z3.Implies(order[b] >= 0, ordr[b] == order[b]))
+        counters = z3.And(
+            h.fields["self._next_pending_order"] == nxt,
+            h.fields["self._watch_registered"] == h0.fields["self._watch_registered"] + added,
+        )
+        parts += [
+            ("valid: returns", valid, res.exc == 0),
+            ("valid: ref counts as the spec's", valid, h.fields["ref_cnt"] == r),
+            ("valid: pending watchers as the spec's", valid, watched),
+            ("valid: watched blocks in the spec's order", valid, z3.And(kept_order, new_order)),
+            ("valid: the watch counters as the spec's", valid, counters),
+            (
+                "valid: keys, marks and flags unchanged",
+                valid,
+                _same(h, h0, "_block_hash", "_pool", "is_null"),
+            ),
+            ("valid: the queue is the spec's sequence", valid, RC(h, seq)),
+        ]
+    return _parts(parts)
+
+
+def unpin_blocks_obligations(
+    source: str | None = None, bound: int = L_UNPIN, refused_only: bool = False
+) -> list[tuple[str, list[Any], Any]]:
+    """Every obligation of ``unpin_blocks``' proof at ``bound``: (step, hypotheses, goal);
+    ``refused_only``: the refused calls' instead of the valid ones'."""
+    tr = unpin_translation(real_source() if source is None else source, bound)
+    st = unpin_state()
+    w = z3.Int("w")
+    hyps = unpin_entry(tr, st, w, bound, refused_only)
+    res = tr.run(
+        "unpin_blocks",
+        {"blocks": ListV(st.bl, st.m), "on_reuse": FuncV(w)},
+        st.heap,
+        bound=bound + 1,
+    )
+    out = [(o.name, [*hyps, *o.hyps], o.goal) for o in res.obligations]
+    for name, goal in unpin_goal(tr, st, res, w, bound, refused_only):
+        out.append((f"post: {name}", [*hyps, *res.assumptions], goal))
+    return out
+
+
 OBLIGATIONS: dict[str, Callable[..., list[tuple[str, list[Any], Any]]]] = {
+    "unpin_blocks": unpin_blocks_obligations,
     "free_blocks": free_blocks_obligations,
     "get_new_blocks": get_new_blocks_obligations,
 }
@@ -486,11 +718,17 @@ refused_only)`` -> [(step, hypotheses, goal)]."""
 PROOF_BOUNDS: dict[str, tuple[tuple[int, bool], ...]] = {
     "free_blocks": ((L, False), (L_REFUSED, True)),
     "get_new_blocks": ((L_GET, False), (L_GET, True)),
+    "unpin_blocks": ((L_UNPIN, False), (L_UNPIN, True)),
 }
 """Per method, (bound, refused calls only) of each run of its proof."""
 
 
 def bounds_label(method: str) -> str:
+    if method == "unpin_blocks":
+        return (
+            f"every queue, count and watcher; lists of <= {L_UNPIN} entries (any pool's "
+            f"blocks, null blocks, repeats), <= {W} pending watchers per block at the call"
+        )
     if method == "get_new_blocks":
         return (
             f"every queue, key and watcher, caching on or off; num_blocks <= {L_GET} "
@@ -566,6 +804,26 @@ HOT_MUTANTS: dict[str, tuple[str, str, tuple[Patch, ...]]] = {
         "but the last",
         (("        for block in blocks[:stop]:\n", "        for block in blocks[: stop - 1]:\n"),),
     ),
+    "unpin-watcher-twice": (
+        "unpin_blocks",
+        "unpin_blocks adds its watcher to a block that has it already (not first)",
+        (
+            (
+                "                        if w is on_reuse:\n                            break\n",
+                "                        pass\n",
+            ),
+        ),
+    ),
+    "undo-unpin-keeps-watcher": (
+        "unpin_blocks",
+        "a refused unpin_blocks leaves its watcher on the blocks that had none",
+        (
+            (
+                "            if block._pending is single:\n                block._pending = None\n",
+                "",
+            ),
+        ),
+    ),
     "watched-last-only": (
         "get_new_blocks",
         "get_new_blocks fires the watchers only if the last block it hands out has some",
@@ -600,6 +858,8 @@ class HotCase:
     watched: tuple[int, ...] = ()
     num_blocks: int = 0
     step: str = ""
+    pending: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    watcher: int = 0
 
     def __str__(self) -> str:
         names = {FOREIGN: "F", FOREIGN_NULL: "F0"}
@@ -608,6 +868,9 @@ class HotCase:
         state += f", keyed {list(self.keyed)}"
         if self.method == "free_blocks":
             call = f"free_blocks([{ents}], evict_first={self.evict_first})"
+        elif self.method == "unpin_blocks":
+            state += f", watchers {self.pending}"
+            call = f"unpin_blocks([{ents}], watcher {self.watcher})"
         else:
             state += f", watched {list(self.watched)}"
             call = f"get_new_blocks({self.num_blocks})"
@@ -649,6 +912,24 @@ def _setup(
         }
         res = tr.run(method, args, st.heap, bound=bound)
         goals = free_goal(tr, st, res, opts["caching"], opts["evict_first"], bound)
+    elif method == "unpin_blocks":
+        w = opts["watcher"] = z3.Int("w")
+        st = unpin_state()
+        tr = unpin_translation(source, bound)
+        tr.contracts["free_block_queue._append_n"] = _run_queue(tq, "_append_n")
+        args = {"blocks": ListV(st.bl, st.m), "on_reuse": FuncV(w)}
+        res = tr.run(method, args, st.heap, bound=bound + 1)
+        goals = unpin_goal(tr, st, res, w, bound, False)
+        pend, vals = st.heap.fields["_pending"], range(NONE, FOREIGN_NULL + 2)
+        more = [w >= 0, w <= 2, *[_finite(a, vals) for a in res.assumptions]]
+        for b in vals:
+            n = tr.tlen(pend[b])
+            more.append(z3.Or(pend[b] == NONE, z3.And(n >= 1, n <= W)))
+            more += [
+                z3.Implies(j < n, z3.And(tr.tget(pend[b], j) >= 0, tr.tget(pend[b], j) <= 2))
+                for j in range(W)
+            ]
+        opts["tr"] = tr
     elif method == "get_new_blocks":
         k = opts["num_blocks"]
         res = tr.run(method, {"num_blocks": IntV(k)}, st.heap, bound=bound)
@@ -671,8 +952,20 @@ def refute(
     :data:`pypool.CONCRETE_QUEUES`), decoded; (None, None) if none is found there."""
     st, opts, obs, more = _setup(method, patched(patches), bound)
     key, pend = st.heap.fields["_block_hash"], st.heap.fields["_pending"]
-    for free in CONCRETE_QUEUES:
-        pin = [*_pin(st, free, bound), *entries(st, bound), *more]
+    ents = entries(st, bound)
+    if method == "unpin_blocks":  # any block of any pool
+        ents = [
+            st.m >= 0,
+            st.m <= bound,
+            *[z3.Implies(i < st.m, st.bl[i] >= 0) for i in range(bound)],
+        ]
+    pendings: tuple[dict[int, tuple[int, ...]], ...] = ({},)
+    if method == "unpin_blocks":
+        pendings = CONCRETE_PENDING
+    for free, pending in ((f, p) for p in pendings for f in CONCRETE_QUEUES):
+        pin = [*_pin(st, free, bound), *ents, *more]
+        if method == "unpin_blocks":
+            pin += _pin_pending(opts["tr"], pend, pending)
         for step, goal in obs:
             status, _, mdl = isolated_check(pin, goal, timeout_ms)
             if status == "refuted" and mdl is not None:
@@ -682,19 +975,47 @@ def refute(
                     return z3.is_true(v) if z3.is_bool(v) else int(v.as_long())
 
                 on = bool(val(opts["caching"]))
+                watchers: dict[int, tuple[int, ...]] = {}
+                if method == "unpin_blocks":
+                    tr = opts["tr"]
+                    for b in range(1, N_OWN):
+                        if val(pend[b]) != NONE:
+                            n = val(tr.tlen(pend[b]))
+                            watchers[b] = tuple(val(tr.tget(pend[b], j)) for j in range(n))
                 return step, HotCase(
                     method,
                     free,
                     {b: val(st.ref[b]) for b in range(1, N_OWN)},
-                    [val(st.bl[i]) for i in range(val(st.m))] if method == "free_blocks" else [],
+                    [val(st.bl[i]) for i in range(val(st.m))] if method != "get_new_blocks" else [],
                     on,
                     bool(val(opts["evict_first"])),
                     tuple(b for b in range(1, N_OWN) if on and val(key[b]) != NONE),
-                    tuple(b for b in free if val(pend[b]) != NONE),
+                    tuple(b for b in free if method == "get_new_blocks" and val(pend[b]) != NONE),
                     val(opts["num_blocks"]),
                     step,
+                    watchers,
+                    val(opts["watcher"]) if "watcher" in opts else 0,
                 )
     return None, None
+
+
+CONCRETE_PENDING: tuple[dict[int, tuple[int, ...]], ...] = (
+    {},
+    {1: (0,), 2: (0, 1)},
+    {1: (1, 0), 3: (2,)},
+)
+"""``unpin_blocks``' counterexamples are looked for with these pending watchers (block ->
+watcher ids; the call's watcher is any of 0..2): left free, z3 answered unknown."""
+
+
+def _pin_pending(tr: Translation, pend: Any, pending: dict[int, tuple[int, ...]]) -> list[Any]:
+    arr = z3.K(z3.IntSort(), z3.IntVal(NONE))
+    out = []
+    for b, ws in pending.items():
+        t = 10 + b  # the tuple's id
+        arr = z3.Store(arr, b, t)
+        out += [tr.tlen(t) == len(ws), *[tr.tget(t, j) == w for j, w in enumerate(ws)]]
+    return [pend == arr, *out]
 
 
 # -- a decoded case replayed on the spec and on a real pool class (given) -----------------------
@@ -713,6 +1034,20 @@ class HotObserved:
     fired: list[int]
     watched: list[int]
     notes: list[str]
+    watchers: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Each watched block's watcher ids, in registration order."""
+    order: list[int] = field(default_factory=list)
+    """The watched blocks in first-watched order."""
+
+
+class _Watcher:
+    """A watcher with an id (what the spec calls it), recording the blocks it fires for."""
+
+    def __init__(self, wid: int, fired: list[int]) -> None:
+        self.wid, self.fired = wid, fired
+
+    def __call__(self, block: Any) -> None:
+        self.fired.append(block.block_id)
 
 
 WATCHER = 7
@@ -737,9 +1072,13 @@ def expected(case: HotCase) -> HotObserved:
     for b in case.watched:
         ps.pending[b] = [WATCHER]
     world = World.of(ps, PoolState.initial(2))
+    for b, ws in case.pending.items():
+        ps.pending[b] = list(ws)
     op: Any = (
         FreeBlocks(_refs(case), case.evict_first)
         if case.method == "free_blocks"
+        else UnpinBlocks(_refs(case), case.watcher)
+        if case.method == "unpin_blocks"
         else GetNewBlocks(case.num_blocks)
     )
     out = world.apply(op)
@@ -753,6 +1092,8 @@ def expected(case: HotCase) -> HotObserved:
         [f.block for f in out.fired],
         sorted(after.pending),
         [],
+        {b: tuple(ws) for b, ws in after.pending.items()},
+        list(after.pending),
     )
 
 
@@ -773,7 +1114,11 @@ def observe(case: HotCase, pool_cls: type) -> HotObserved:
     for i, b in enumerate(case.watched):
         blocks[b]._pending = (lambda blk: fired.append(blk.block_id),)
         blocks[b]._pending_order = i
-    pool._next_pending_order = len(case.watched)
+    funcs = {w: _Watcher(w, fired) for w in range(8)}
+    for i, (b, ws) in enumerate(case.pending.items()):
+        blocks[b]._pending = tuple(funcs[w] for w in ws)
+        blocks[b]._pending_order = i
+    pool._next_pending_order = len(case.watched) + len(case.pending)
     ents = [
         other.blocks[1] if e == FOREIGN else other.blocks[0] if e == FOREIGN_NULL else blocks[e]
         for e in case.entries
@@ -781,6 +1126,8 @@ def observe(case: HotCase, pool_cls: type) -> HotObserved:
     try:
         if case.method == "free_blocks":
             pool.free_blocks(ents, case.evict_first)
+        elif case.method == "unpin_blocks":
+            pool.unpin_blocks(ents, funcs[case.watcher])
         else:
             pool.get_new_blocks(case.num_blocks)
         error = None
@@ -810,13 +1157,29 @@ def observe(case: HotCase, pool_cls: type) -> HotObserved:
         fired,
         [b for b in range(N_OWN) if blocks[b]._pending is not None],
         notes,
+        {
+            b: tuple(getattr(f, "wid", -1) for f in blocks[b]._pending)
+            for b in range(N_OWN)
+            if blocks[b]._pending is not None
+        },
+        [blk.block_id for blk in pool._watched_blocks()],
     )
 
 
 def replay(case: HotCase, pool_cls: type) -> str:
     """Run ``case`` on ``pool_cls``: "agrees" with the spec's step, or what differs."""
     want, got = expected(case), observe(case, pool_cls)
-    for what in ("error", "ref", "free", "num_free", "keyed", "fired", "watched"):
+    for what in (
+        "error",
+        "ref",
+        "free",
+        "num_free",
+        "keyed",
+        "fired",
+        "watched",
+        "watchers",
+        "order",
+    ):
         g, w = getattr(got, what), getattr(want, what)
         if g != w:
             return f"{what}: {g}, the spec says {w}"

@@ -390,7 +390,15 @@ def entry_hypotheses(method: str, st: State, bound: int, refused_only: bool) -> 
             keys,
             z3.Or(k < 0, k > st.a.n) if refused_only else k <= bound,
         ]
+    if method == "unpin_blocks":
+        tr = unpin_translation(real_source(), bound)
+        return unpin_entry(tr, st, z3.Int("w"), bound, refused_only)
     raise ValueError(f"not proved from source here: {method}")
+
+
+def state_for(method: str) -> State:
+    """A fresh state of the shape ``method``'s proof runs on."""
+    return unpin_state() if method == "unpin_blocks" else fresh_state()
 
 
 def free_blocks_obligations(
@@ -1111,10 +1119,10 @@ def observe(case: HotCase, pool_cls: type) -> HotObserved:
         if b not in case.free:
             blocks[b].ref_cnt = case.ref[b]
     fired: list[int] = []
+    funcs = {w: _Watcher(w, fired) for w in range(WATCHER + 1)}
     for i, b in enumerate(case.watched):
-        blocks[b]._pending = (lambda blk: fired.append(blk.block_id),)
+        blocks[b]._pending = (funcs[WATCHER],)
         blocks[b]._pending_order = i
-    funcs = {w: _Watcher(w, fired) for w in range(8)}
     for i, (b, ws) in enumerate(case.pending.items()):
         blocks[b]._pending = tuple(funcs[w] for w in ws)
         blocks[b]._pending_order = i

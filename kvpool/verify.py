@@ -236,7 +236,7 @@ def run_unit_tests(profile: Profile) -> Check:
 
 SOURCE_LINES = {
     "pool-source": "impl/pool.py's touch from its source (z3)",
-    "hot-source": "impl/pool.py's free_blocks, get_new_blocks from their source (z3)",
+    "hot-source": "impl/pool.py's free_blocks, unpin_blocks, get_new_blocks from source (z3)",
 }
 """The dashboard's line for each kind of row about ``impl/pool.py``'s source."""
 

@@ -1,38 +1,48 @@
 """The pool's other hot paths, proved from ``impl/pool.py``'s own source.
 
 :mod:`kvpool.proofs.pypool` proves ``touch``; this module does the same for
-``free_blocks`` (with ``_undo_release`` inlined from the same text), on the same state
-(the free queue related by :func:`pyrefine.RC` to the spec's sequence of any length, and
-the blocks' ``ref_cnt``, ``_pool`` mark and ``is_null`` flag) plus the block's key
-``_block_hash`` (an int: :data:`NONE` is None).
+``free_blocks`` (``_undo_release`` inlined from the same text), ``unpin_blocks``
+(``_undo_unpin`` inlined) and ``get_new_blocks``, on the same state (the free queue
+related by :func:`pyrefine.RC` to the spec's sequence of any length; the blocks'
+``ref_cnt``, ``_pool`` mark and ``is_null`` flag) plus what they write: the key
+``_block_hash`` (an int: :data:`NONE` is None), the pending watchers ``_pending`` (a tuple
+object: an int id, its length and entries the translation's uninterpreted ``tlen`` and
+``tget``), ``_pending_order``, and the pool's ``_next_pending_order`` and
+``_watch_registered``. :data:`OBLIGATIONS` has, per method, the function that returns its
+z3 queries.
 
 The callees are used through contracts, never their bodies:
 
-* the queue's ``_prepend_n`` and ``_append_n`` through :func:`group_contract`: pre the
-  list represents the sequence (``RC``) and the group is distinct blocks outside it; post
-  the list represents the sequence with the group put in front / at the back. That is
-  exactly what ``pyrefine`` proves of both methods from ``impl/free_queue.py``'s source,
-  for every list and every group (the "refinement (from source)" column of ``make
-  verify``): the contract is proved, not stated;
-* ``_holds`` (this pool holds the block), ``_is_some_block`` and ``_forward`` through
-  *stated* contracts (their bodies read weak references and class objects): ``_holds``
-  is true exactly of this pool's blocks; every modelled entry is some pool's block;
-  ``_forward`` of another pool's null block returns its ``forwarded`` unchanged (the
-  spec skips it), and is called on nothing else (an obligation at each call).
+* the queue's ``_prepend_n``, ``_append_n`` (:func:`group_contract`) and ``_popleft_n``:
+  exactly what ``pyrefine`` proves of them from ``impl/free_queue.py``'s source for
+  every list and every group (the "refinement (from source)" column of ``make
+  verify``): ``RC`` before, ``RC`` of the new sequence after. Proved, not stated;
+* *stated* (their bodies read weak references, class objects, the cache index or call
+  watchers): ``_holds`` is true exactly of this pool's blocks; every modelled entry is
+  some pool's block (``_is_some_block``); ``_forward`` is called only on another pool's
+  null block and returns ``forwarded`` unchanged; ``_own`` as in ``pypool``;
+  ``_check_releasable`` raises ``RefCountUnderflow`` when a block is listed more often
+  than referenced; ``_drop_key`` leaves the block without a key; ``_detach_watchers``
+  leaves the blocks without watchers; ``_fire`` changes nothing modelled (a watcher that
+  calls back is a nested operation of its own, as in the spec).
 
-Each obligation is a z3 unsat for every queue (any length, any order), every count,
-every key, caching on or off, ``evict_first`` either way, and every list of at most
-``bound`` entries, each this pool's block, its null block or another pool's null block
-(repeats allowed). Another pool's non-null block (forwarded to that pool's own
-``free_blocks``), a block of a pool that is gone, a non-block entry, a non-list argument
-and a non-bool ``evict_first`` are not modelled; metrics are off.
+Each obligation is a z3 unsat for every queue (any length, any order) and every count:
 
-* a valid call does the spec's step (``World._op_free_blocks`` then ``_release``,
-  written here on the sequence): counts, the sequence (every link, the counter and the
-  sentinels: ``RC``), keys, marks and flags;
-* a call that releases a block more often than it is referenced raises
-  ``RefCountUnderflow`` and leaves every count, link, the counter, key, mark and flag as
-  they were (``_undo_release``).
+* ``free_blocks``: every key, caching on or off, ``evict_first`` either way, lists of at
+  most :data:`L` entries (refused calls also :data:`L_REFUSED`), each this pool's block or
+  a null block (repeats allowed). A valid call does the spec's step
+  (``World._op_free_blocks``, ``_release``); a double free raises ``RefCountUnderflow``
+  and leaves every count, link, the counter, key, watcher, mark and flag as it was.
+  Another pool's non-null block (forwarded to its own pool), a gone pool's block, a
+  non-block entry, a non-list argument and a non-bool ``evict_first`` are not modelled.
+* ``unpin_blocks``: lists of at most :data:`L_UNPIN` entries, any pool's blocks, at most
+  :data:`W` pending watchers per block at the call. A valid call does the spec's step
+  (watchers in registration order, each once; blocks numbered in first-watched order;
+  the counters); a refused call raises the spec's error and leaves the state as it was.
+* ``get_new_blocks``: counts up to :data:`L_GET` (valid), every int (refused).
+
+Metrics are off. Seeded bugs (:data:`HOT_MUTANTS`) are refuted on small concrete pools
+(:func:`refute`), and a counterexample replays on a pool class (:func:`replay`).
 """
 
 from __future__ import annotations

@@ -387,14 +387,19 @@ def entry_hypotheses(method: str, st: State, bound: int, refused_only: bool) -> 
     """What ``method``'s proof assumes of the state and the call at its entry (every
     obligation's first hypotheses; the rest are the contracts' posts, each met by the
     callee's source or stated, and the loops' exits)."""
-    caching = z3.Bool("caching")
+    caching, b = z3.Bool("caching"), z3.Int("kb")
+    # with caching off no block holds a key (the spec's pools: nothing can give one)
+    keys = z3.ForAll([b], z3.Or(caching, st.heap.fields["_block_hash"][b] == NONE))
     if method == "free_blocks":
         refused = spec_free(st, caching, z3.Bool("evict_first"), bound)[0]
-        return [*pool_invariant(st), *entries(st, bound), *([refused] if refused_only else [])]
+        return [
+            *pool_invariant(st),
+            keys,
+            *entries(st, bound),
+            *([refused] if refused_only else []),
+        ]
     if method == "get_new_blocks":
-        k, b = z3.Int("num_blocks"), z3.Int("kb")
-        # with caching off no block holds a key (the spec's pools: nothing can give one)
-        keys = z3.ForAll([b], z3.Or(caching, st.heap.fields["_block_hash"][b] == NONE))
+        k = z3.Int("num_blocks")
         return [
             *pool_invariant(st),
             keys,
@@ -930,6 +935,8 @@ def _setup(
         }
         res = tr.run(method, args, st.heap, bound=bound)
         goals = free_goal(tr, st, res, opts["caching"], opts["evict_first"], bound)
+        key = st.heap.fields["_block_hash"]
+        more = [z3.Or(opts["caching"], key[b] == NONE) for b in range(6)]
     elif method == "unpin_blocks":
         w = opts["watcher"] = z3.Int("w")
         st = unpin_state()
@@ -963,11 +970,13 @@ def _setup(
 
 
 def refute(
-    method: str, patches: tuple[Patch, ...], timeout_ms: int = 30000, bound: int = L_REFUSED
+    method: str, patches: tuple[Patch, ...], timeout_ms: int = 30000, bound: int | None = None
 ) -> tuple[str | None, HotCase | None]:
     """A counterexample to ``method``'s proof on the patched source, on a small concrete
     pool (blocks 0..3 as :func:`pypool.refute` has them, each free sequence of
     :data:`pypool.CONCRETE_QUEUES`), decoded; (None, None) if none is found there."""
+    if bound is None:  # unpin_blocks' tuple loops unroll one more: its own bound
+        bound = L_UNPIN if method == "unpin_blocks" else L_REFUSED
     st, opts, obs, more = _setup(method, patched(patches), bound)
     key, pend = st.heap.fields["_block_hash"], st.heap.fields["_pending"]
     ents = entries(st, bound)

@@ -152,7 +152,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         # (12-05, loaded), over the 20 s this profile can give it: in "deep"
         "pool_source": False,
         # get_new_blocks from its source: 63 obligations, 3.4 CPU s, and its mutant 1.2 s
-        # (12-05); free_blocks' 96 take ~33 CPU s and its mutants ~27: in "deep"
+        # (12-05); free_blocks' 99 take 55 CPU s, unpin_blocks' 73 12 CPU s, and their
+        # mutants up to 37 CPU s each: in "deep"
         "hot_source": ("get_new_blocks",),
     },
     "deep": {

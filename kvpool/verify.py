@@ -240,6 +240,12 @@ def run_unit_tests(profile: Profile) -> Check:
 
 # -- z3 and cvc5 ------------------------------------------------------------------------------
 
+SOURCE_LINES = {
+    "pool-source": "impl/pool.py's touch from its source (z3)",
+    "hot-source": "impl/pool.py's free_blocks, unpin_blocks, get_new_blocks from source (z3)",
+}
+"""The dashboard's line for each kind of row about ``impl/pool.py``'s source."""
+
 PROOF_COSTS: dict[str, float] = {
     "bmc-induction": 190.0,
     "differential": 80.0,
@@ -250,6 +256,7 @@ PROOF_COSTS: dict[str, float] = {
     "twopool": 20.0,
     "multikey": 30.0,
     "symlists": 60.0,
+    "pool-source": 10.0,  # make verify's: get_new_blocks from source (pyhot), ~5 CPU s
 }
 
 
@@ -262,7 +269,7 @@ def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
     level = proofs.PROFILES["fast" if profile == "fast" else "default"]
     # switched off: not spawned
     off = {p for p in ("spacer", "symlists", "multikey") if not level[p]}
-    if not level["pool_source"]:
+    if not level["pool_source"] and not level["hot_source"]:
         off.add("pool-source")
     return [(part, PROOF_COSTS.get(part, 60.0)) for part in proofs.PARTS if part not in off]
 
@@ -321,13 +328,14 @@ def pool_replay() -> Any:
     which must disagree with the spec, and on the real one, which must agree."""
     from kvpool.impl import BlockPool
     from kvpool.mutants import Mutant
-    from kvpool.proofs import pypool
+    from kvpool.proofs import pyhot, pypool
 
-    def replay(case: pypool.Case, patches: tuple[tuple[str, str], ...]) -> str:
-        real = pypool.replay(case, BlockPool)
+    def replay(case: pypool.Case | pyhot.HotCase, patches: tuple[tuple[str, str], ...]) -> str:
+        run: Any = pyhot.replay if isinstance(case, pyhot.HotCase) else pypool.replay
+        real = run(case, BlockPool)
         if real != "agrees":
             return f"NOT confirmed: the real pool does not agree either ({real})"
-        buggy = pypool.replay(case, Mutant("pool-source", "", (), patches).pool_class())
+        buggy = run(case, Mutant("pool-source", "", (), patches).pool_class())
         if buggy == "agrees":
             return "NOT confirmed: the patched pool agrees with the spec"
         return f"confirmed: {case}: {buggy}"
@@ -435,14 +443,14 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     two_pools: dict[bool, list[tuple[str, str]]] = {}
     two_every: dict[bool, list[tuple[str, bool]]] = {}  # two pools, every N: (name, given S)
     for r in rows:
-        if r.kind == proofs.POOL_SOURCE_KIND:  # its own line, only when it ran (deep)
+        if r.kind in (proofs.POOL_SOURCE_KIND, proofs.HOT_SOURCE_KIND):  # a line each, if run
             extra = extras.setdefault(
-                "pool-source",
-                Check("impl/pool.py's touch from its source (z3)", None, True, "", 0.0),
+                r.kind,
+                Check(SOURCE_LINES[r.kind], None, True, "", 0.0),
             )
             extra.seconds += r.seconds
             extra.ok = extra.ok and r.ok
-            if r.kind == proofs.POOL_SOURCE_KIND and "[" not in r.obligation:
+            if "[" not in r.obligation:
                 extra.summary += f"; {r.obligation}: {r.status} ({r.bounds})"
             else:
                 extra.summary += f"; mutant {r.obligation.rsplit('[', 1)[-1]} {r.status}"

@@ -80,6 +80,16 @@ class BoolV:
 class ListV:
     arr: Any
     n: Any
+    none: Any = None
+    """A local that may still be None (``x: list | None = None``, then ``x = []`` on some
+    paths): where this holds it is None (``None``: never)."""
+
+
+@dataclass
+class FuncV:
+    """A callable argument (a watcher), by identity: ``callable`` of it is true."""
+
+    t: Any
 
 
 @dataclass
@@ -120,7 +130,7 @@ class IdDictV:
     items: ListV
 
 
-Value = Node | IntV | BoolV | ListV | ClassV | ExcV | SelfV | ObjV | IdDictV | NodeClassV
+Value = Node | IntV | BoolV | ListV | ClassV | ExcV | SelfV | ObjV | IdDictV | NodeClassV | FuncV
 
 
 @dataclass
@@ -150,13 +160,21 @@ def _ite(c: Any, a: Value, b: Value) -> Value:
         return type(a)(z3.If(c, a.t, b.t))
     if isinstance(a, BoolV) and isinstance(b, BoolV):
         return BoolV(z3.If(c, a.t, b.t))
+    if isinstance(a, FuncV) and isinstance(b, FuncV):
+        return FuncV(z3.If(c, a.t, b.t))
     if isinstance(a, ListV) and isinstance(b, ListV):
-        return ListV(z3.If(c, a.arr, b.arr), z3.If(c, a.n, b.n))
+        if a.none is None and b.none is None:
+            return ListV(z3.If(c, a.arr, b.arr), z3.If(c, a.n, b.n))
+        return ListV(z3.If(c, a.arr, b.arr), z3.If(c, a.n, b.n), z3.If(c, _none(a), _none(b)))
     if isinstance(a, ExcV) and isinstance(b, ExcV):
         return ExcV(z3.If(c, a.code, b.code))
     if type(a) is type(b) and isinstance(a, ClassV | SelfV):
         return a
     return a  # a local bound on one path only: its other value is never read
+
+
+def _none(v: ListV) -> Any:
+    return z3.BoolVal(False) if v.none is None else v.none
 
 
 @dataclass
@@ -232,19 +250,33 @@ class Translation:
         contracts: dict[str, Contract] | None = None,
         cuts: dict[str, Cut] | None = None,
         node_class: str = "",
+        consts: dict[str, Value] | None = None,
+        tuple_fields: tuple[str, ...] = (),
+        self_fields: tuple[str, ...] = (),
     ) -> None:
         """``fields``: block attributes beyond the links (name -> "int" or "bool"), read
         and written in ``Heap.fields``; ``self_values``: what ``self.<name>`` is (a
         constant, or an :class:`ObjV`); ``contracts``: methods used through their
         contract (``"_m"`` for ``self._m``, ``"obj._m"`` for ``self.obj._m``); ``cuts``:
         a :data:`Cut` after each return of the named methods (inlined as written);
-        ``node_class``: the class name every node that is not None has (``type(x)``)."""
+        ``node_class``: the class name every node that is not None has (``type(x)``);
+        ``contracts`` may also name a module function (``"_f"`` for ``_f(...)``);
+        ``consts``: module-level names and their values (``MAX_BLOCKS``);
+        ``tuple_fields``: block attributes that hold tuples (``_pending``): with them a
+        tuple expression is a new object, an int id with :attr:`tlen` and :attr:`tget`
+        (fresh: no such attribute held it at the run's entry), and ``()`` an empty list;
+        ``self_fields``: int attributes of ``self`` (``heap.fields["self.<name>"]``)."""
         self.source = source
         self.fields = dict(fields or {})
         self.self_values = dict(self_values or {})
         self.contracts = dict(contracts or {})
         self.cuts = dict(cuts or {})
         self.node_class = node_class
+        self.consts = dict(consts or {})  # module-level names the model gives a value
+        self.tuple_fields = tuple_fields
+        self.self_fields = self_fields
+        self.tlen = z3.Function("tuple_len", z3.IntSort(), z3.IntSort())
+        self.tget = z3.Function("tuple_get", z3.IntSort(), z3.IntSort(), z3.IntSort())
         tree = ast.parse(self.source)
         self.funcs: dict[str, ast.FunctionDef] = {}
         self.module_funcs: dict[str, ast.FunctionDef] = {}
@@ -341,6 +373,7 @@ class _Exec:
         self.hyps: list[Any] = []  # loop-local hypotheses (inside a preserve step)
         self._k = 0
         self.method = ""
+        self.tuples: list[Any] = []  # the ids of the tuples this run created
 
     # -- guards -----------------------------------------------------------------------
 
@@ -465,7 +498,15 @@ class _Exec:
     def assign(self, t: ast.expr, v: Value) -> None:
         if isinstance(t, ast.Name):
             old = self.frame.env.get(t.id)
+            if isinstance(old, Node) and isinstance(v, ListV):  # ``x = []`` where x was None
+                g = self.active()
+                none = z3.And(z3.Not(g), old.t == NONE)
+                self.frame.env[t.id] = ListV(v.arr, v.n, z3.If(g, _none(v), none))
+                return
             self.frame.env[t.id] = v if old is None else _ite(self.active(), v, old)
+        elif isinstance(t, ast.Tuple) and isinstance(v, Node) and self.tr.tuple_fields:
+            for i, tt in enumerate(t.elts):  # unpacking a tuple object
+                self.assign(tt, Node(self.tr.tget(v.t, i)))
         elif isinstance(t, ast.Tuple):
             if not isinstance(v, tuple):
                 raise Unsupported("tuple assignment from a non-tuple", t.lineno)
@@ -483,6 +524,12 @@ class _Exec:
                 if not isinstance(v, IntV | Node):
                     raise Unsupported("a non-integer counter", t.lineno)
                 self.heap = replace(h, cnt=z3.If(self.active(), v.t, h.cnt))
+            elif isinstance(obj, SelfV) and t.attr in self.tr.self_fields:
+                if not isinstance(v, IntV | Node):
+                    raise Unsupported(f"self.{t.attr} set to a non-integer", t.lineno)
+                key = f"self.{t.attr}"
+                fields = {**h.fields, key: z3.If(self.active(), v.t, h.fields[key])}
+                self.heap = replace(h, fields=fields)
             elif isinstance(obj, Node) and t.attr in LINKS:
                 if not isinstance(v, Node):
                     raise Unsupported(f"a link set to a non-node ({type(v).__name__})", t.lineno)
@@ -557,8 +604,12 @@ class _Exec:
         self.exc = z3.If(entry, z3.If(handled, in_handler, raised), outer)
 
     def for_(self, s: ast.For) -> None:
-        if s.orelse:
-            raise Unsupported("for ... else", s.lineno)
+        if (
+            s.orelse
+            and s.iter
+            and any(isinstance(n, ast.Break | ast.Continue) for x in s.orelse for n in ast.walk(x))
+        ):
+            raise Unsupported("break/continue in a for's else", s.lineno)
         it = s.iter
         key = f"{self.method}:{ast.unparse(it)}"
         rev = False
@@ -578,6 +629,10 @@ class _Exec:
                     raise Unsupported(f"for over {ast.unparse(it)}", s.lineno)
                 it, rev = it.args[0], True
             lv = self.expr(it)
+            if isinstance(lv, Node) and self.tr.tuple_fields and not rev:  # a tuple object
+                lv = ListV(
+                    z3.Lambda([z3.Int("tj")], self.tr.tget(lv.t, z3.Int("tj"))), self.tr.tlen(lv.t)
+                )
             if not isinstance(lv, ListV):
                 raise Unsupported(f"for over {type(lv).__name__}", s.lineno)
             length = lv.n
@@ -586,6 +641,8 @@ class _Exec:
                 return Node(z3.Select(lv.arr, lv.n - 1 - j if rev else j))
 
         if key in self.invariants:
+            if s.orelse:
+                raise Unsupported("for ... else proved by invariant", s.lineno)
             self.loop_by_invariant(s, key, length, elem)
             return
         saved_brk, saved_cont = self.brk, self.cont
@@ -605,7 +662,11 @@ class _Exec:
                 z3.Not(z3.And(self.active(), length > self.bound)),
             )
         )
-        self.brk = saved_brk
+        broke, self.brk = self.brk, saved_brk
+        if s.orelse:  # runs when the loop ended without a break
+            self.pc.append(z3.Not(broke))
+            self.block(s.orelse)
+            self.pc.pop()
 
     def loop_by_invariant(
         self, s: ast.For, key: str, length: Any, elem: Callable[[Any], Value]
@@ -684,6 +745,8 @@ class _Exec:
         if isinstance(e, ast.Name):
             if e.id in self.frame.env:
                 return self.frame.env[e.id]
+            if e.id in self.tr.consts:
+                return self.tr.consts[e.id]
             if e.id in ("list", "int") or (e.id == self.tr.node_class and e.id):
                 return ClassV(e.id)
             raise Unsupported(f"name {e.id!r}", e.lineno, "not a local of the method")
@@ -698,6 +761,8 @@ class _Exec:
                     return Node(z3.IntVal(SENTINELS[e.attr]))
                 if e.attr == COUNTER:
                     return IntV(self.heap.cnt)
+                if e.attr in self.tr.self_fields:
+                    return IntV(self.heap.fields[f"self.{e.attr}"])
             if isinstance(obj, ObjV) and obj.counter and e.attr == obj.counter:
                 return IntV(self.heap.cnt)
             if isinstance(obj, Node) and e.attr in LINKS:
@@ -706,8 +771,12 @@ class _Exec:
             if isinstance(obj, Node) and e.attr in self.tr.fields:
                 self.raise_if(obj.t == NONE, self.tr.code(AttributeError))
                 val = z3.Select(self.heap.fields[e.attr], obj.t)
+                if e.attr in self.tr.tuple_fields:
+                    return Node(val)  # a tuple object, or None
                 return BoolV(val) if self.tr.fields[e.attr] == "bool" else IntV(val)
             raise Unsupported(f"attribute .{e.attr}", e.lineno)
+        if isinstance(e, ast.Tuple) and self.tr.tuple_fields:
+            return self.new_tuple(e)
         if isinstance(e, ast.Tuple):
             return tuple(self.expr(x) for x in e.elts)
         if isinstance(e, ast.List):
@@ -737,12 +806,18 @@ class _Exec:
             raise Unsupported(f"binary {type(e.op).__name__}", e.lineno)
         if isinstance(e, ast.Compare):
             return self.compare(e)
+        if isinstance(e, ast.IfExp):
+            return self.if_exp(e)
         if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice):
             return self.slice(e, e.slice)
         if isinstance(e, ast.DictComp):
             return self.id_dict(e)
         if isinstance(e, ast.Subscript):
             lv, idx = self.expr(e.value), self.expr(e.slice)
+            if isinstance(lv, Node) and isinstance(idx, IntV) and self.tr.tuple_fields:
+                n = self.tr.tlen(lv.t)
+                self.raise_if(z3.Or(idx.t < 0, idx.t >= n), self.tr.code(IndexError))
+                return Node(self.tr.tget(lv.t, idx.t))
             if not isinstance(lv, ListV) or not isinstance(idx, IntV):
                 raise Unsupported("subscript of a non-list", e.lineno)
             self.raise_if(z3.Or(idx.t < 0, idx.t >= lv.n), self.tr.code(IndexError))
@@ -865,6 +940,61 @@ class _Exec:
         arr = lv.arr if sl.lower is None else z3.Lambda([i], z3.Select(lv.arr, i + lo))
         return ListV(arr, z3.If(hi > lo, hi - lo, 0))
 
+    def new_tuple(self, e: ast.Tuple) -> Value:
+        """A tuple expression: a new object (``()``: an empty list). A starred element may
+        come first (``(*t, x)``): the new tuple is ``t``'s entries, then the others."""
+        if not e.elts:
+            return ListV(z3.K(z3.IntSort(), z3.IntVal(NONE)), z3.IntVal(0))
+        tlen, tget = self.tr.tlen, self.tr.tget
+        new = self.fresh("tuple")
+        facts = [new != NONE, *[new != u for u in self.tuples]]
+        b = z3.Int("tb")
+        for f in self.tr.tuple_fields:
+            facts.append(z3.ForAll([b], self.heap0.fields[f][b] != new))
+        elts, start = list(e.elts), z3.IntVal(0)
+        if isinstance(elts[0], ast.Starred):
+            src = self.expr(elts[0].value)
+            if not isinstance(src, Node):
+                raise Unsupported("a starred element that is not a tuple", e.lineno)
+            i = z3.Int("ti")
+            start = tlen(src.t)
+            facts.append(
+                z3.ForAll(
+                    [i], z3.Implies(z3.And(i >= 0, i < start), tget(new, i) == tget(src.t, i))
+                )
+            )
+            elts = elts[1:]
+        for j, x in enumerate(elts):
+            if isinstance(x, ast.Starred):
+                raise Unsupported("a starred element after the first", e.lineno)
+            v = self.expr(x)
+            if not isinstance(v, Node | FuncV | IntV):
+                raise Unsupported(f"a tuple of {type(v).__name__}", e.lineno)
+            facts.append(tget(new, start + j) == v.t)
+        facts.append(tlen(new) == start + len(elts))
+        self.tuples.append(new)
+        self.hyps.extend(facts)  # facts about a fresh object: true on every path
+        self.assumptions.extend(facts)
+        return Node(new)
+
+    def if_exp(self, e: ast.IfExp) -> Value:
+        """``a if c else b``: only the branch taken runs (a branch decided by the model's
+        kinds, such as ``type(x) is list``, is the only one translated)."""
+        c = z3.simplify(self.cond(e.test))
+        if z3.is_true(c):
+            return self.expr(e.body)  # type: ignore[no-any-return]
+        if z3.is_false(c):
+            return self.expr(e.orelse)  # type: ignore[no-any-return]
+        self.pc.append(c)
+        a = self.expr(e.body)
+        self.pc.pop()
+        self.pc.append(z3.Not(c))
+        b = self.expr(e.orelse)
+        self.pc.pop()
+        if type(a) is not type(b):
+            raise Unsupported("a conditional expression of two kinds", e.lineno)
+        return _ite(c, a, b)
+
     def _truth(self, v: Value, line: int) -> Any:
         if isinstance(v, BoolV):
             return v.t
@@ -873,12 +1003,24 @@ class _Exec:
         if isinstance(v, ObjV):
             return z3.BoolVal(True)
         if isinstance(v, ListV):
-            return v.n > 0
+            return v.n > 0 if v.none is None else z3.And(z3.Not(v.none), v.n > 0)
         if isinstance(v, IntV):
             return v.t != 0
+        if isinstance(v, FuncV):
+            return z3.BoolVal(True)
         raise Unsupported(f"truth value of {type(v).__name__}", line)
 
-    def boolop(self, e: ast.BoolOp) -> BoolV:
+    def boolop(self, e: ast.BoolOp) -> Value:
+        if self.tr.tuple_fields and isinstance(e.op, ast.Or) and len(e.values) == 2:
+            first = self.expr(e.values[0])
+            if isinstance(first, ListV):  # ``xs or ()``: the value, not its truth
+                t = self._truth(first, e.lineno)
+                self.pc.append(z3.Not(t))
+                other = self.expr(e.values[1])
+                self.pc.pop()
+                if not isinstance(other, ListV):
+                    raise Unsupported("``or`` of a list and a non-list", e.lineno)
+                return ListV(z3.If(t, first.arr, other.arr), z3.If(t, first.n, other.n))
         # short-circuit: a later operand runs only when the earlier ones did not decide
         result: Any = None
         decided: Any = z3.BoolVal(False)
@@ -912,6 +1054,18 @@ class _Exec:
                 return z3.BoolVal(a.name == b.name)
             if isinstance(op, ast.IsNot | ast.NotEq):
                 return z3.BoolVal(a.name != b.name)
+        if isinstance(a, ListV) and isinstance(b, Node) and isinstance(op, ast.Is | ast.IsNot):
+            none = z3.And(_none(a), b.t == NONE)  # ``xs is None``
+            return none if isinstance(op, ast.Is) else z3.Not(none)
+        if isinstance(a, FuncV):
+            a = Node(a.t)
+        if isinstance(b, FuncV):
+            b = Node(b.t)
+        if isinstance(a, BoolV) and isinstance(b, BoolV):  # ``flag is True`` and the like
+            if isinstance(op, ast.Is | ast.Eq):
+                return a.t == b.t
+            if isinstance(op, ast.IsNot | ast.NotEq):
+                return a.t != b.t
         if isinstance(a, Node | IntV) and isinstance(b, Node | IntV):
             x, y = a.t, b.t
             ops: dict[type, Callable[[Any, Any], Any]] = {
@@ -997,9 +1151,13 @@ class _Exec:
                 return ret
             if isinstance(obj, IdDictV) and f.attr == "values" and not e.args and not e.keywords:
                 return obj.items
+        if isinstance(f, ast.Name) and f.id in self.tr.contracts:  # a module function's
+            return self.contract_call(f.id, e)
         if e.keywords:
             raise Unsupported("keyword arguments", e.lineno)
         if isinstance(f, ast.Name):
+            if f.id == "callable" and len(e.args) == 1:
+                return BoolV(z3.BoolVal(isinstance(self.expr(e.args[0]), FuncV)))
             if f.id == "len" and len(e.args) == 1:
                 v = self.expr(e.args[0])
                 if isinstance(v, ListV):

@@ -21,6 +21,7 @@ from . import (
     induction,
     listreplay,
     multikey,
+    pyhot,
     pypool,
     pyrefine,
     refinement,
@@ -88,6 +89,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "symlists": (),
         # impl/pool.py's touch from its source (pypool.py): in "deep" only (its cost)
         "pool_source": False,
+        # impl/pool.py's other hot paths from their source (pyhot.py): () leaves them out
+        "hot_source": (),
     },
     # `make proofs` / `make verify`
     "default": {
@@ -155,6 +158,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # impl/pool.py's touch from its source: 67 obligations at L = 2 and 3, 69 CPU s
         # (12-05, loaded), over the 20 s this profile can give it: in "deep"
         "pool_source": False,
+        # get_new_blocks from its source: 63 obligations, 3.4 CPU s, and its mutant 1.2 s
+        # (12-05); free_blocks' 99 take 55 CPU s, unpin_blocks' 73 12 CPU s, and their
+        # mutants up to 37 CPU s each: in "deep"
+        "hot_source": ("get_new_blocks",),
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -206,6 +213,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # (and S's parts, ORD-*, WATCH-PER-BLOCK with keys and watchers as sorts: ~30 CPU s)
         "symlists": ("proofs", "agreement", "witnesses", "mutants", "sorted-state"),
         "pool_source": True,
+        "hot_source": pyhot.METHODS,
     },
 }
 
@@ -1533,6 +1541,8 @@ def run(
         rows += run_symlists(p["symlists"], p["ind_timeout"])
     if want("pool-source") and p["pool_source"]:
         rows += run_pool_source(2 * p["ind_timeout"], pool_replay=pool_replay)
+    if want("pool-source") and p["hot_source"]:
+        rows += run_hot_source(p["hot_source"], 2 * p["ind_timeout"], pool_replay=pool_replay)
     return rows
 
 
@@ -1540,7 +1550,7 @@ def run(
 
 POOL_SOURCE_KIND = "pool-source"
 
-PoolReplay = Callable[[pypool.Case, tuple[pyrefine.Patch, ...]], str]
+PoolReplay = Callable[[pypool.Case | pyhot.HotCase, tuple[pyrefine.Patch, ...]], str]
 """Runs a decoded counterexample on the patched pool class and on the real one (the
 caller that may import ``impl`` passes it): "confirmed: ..." when only the patched one
 disagrees with the spec."""
@@ -1612,6 +1622,79 @@ def run_pool_source(
             continue
         mrow.seconds = time.perf_counter() - t0
         if hit is None or case is None:
+            mrow.status = "NOT-refuted"
+        elif pool_replay is None:
+            mrow.trace, mrow.status = [str(case)], "expected-refuted"
+            mrow.replay = "refuted by z3 (not replayed here: proofs import no impl)"
+        else:
+            mrow.trace, mrow.replay = [str(case)], pool_replay(case, patches)
+            ok = mrow.replay.startswith("confirmed")
+            mrow.status = "expected-refuted" if ok else "NOT-confirmed"
+        rows.append(mrow)
+    return rows
+
+
+HOT_SOURCE_KIND = "hot-source"
+
+
+def run_hot_source(
+    methods: tuple[str, ...] = pyhot.METHODS,
+    timeout_ms: int = 120000,
+    mutants: dict[str, tuple[str, str, tuple[pyrefine.Patch, ...]]] | None = None,
+    pool_replay: PoolReplay | None = None,
+    source: str | None = None,
+) -> list[ObligationResult]:
+    """``impl/pool.py``'s ``methods`` (of :data:`pyhot.METHODS`) do the spec's step,
+    proved from their source text (:mod:`kvpool.proofs.pyhot`): one row per method, one
+    per mutant of those methods (default: :data:`pyhot.HOT_MUTANTS`), which must be
+    refuted on a small concrete pool (and, with ``pool_replay``, confirmed on the patched
+    class). Kind :data:`HOT_SOURCE_KIND`: a line of its own, no matrix column."""
+    rows: list[ObligationResult] = []
+
+    def row(name: str, bounds: str, status: str, dt: float, **kw: Any) -> ObligationResult:
+        inv = ("INV-LIST", "INV-REF", "INV-FREE", "ERR-ATOMIC")
+        return ObligationResult(
+            name, HOT_SOURCE_KIND, SOURCE_TECHNIQUE, inv, bounds, status, dt, **kw
+        )
+
+    for meth in methods:
+        try:
+            rs = pyhot.prove((meth,), source, timeout_ms)
+        except Unsupported as exc:
+            rows.append(
+                row(
+                    f"BlockPool.{meth} does the spec's step, from source",
+                    "the source does not translate",
+                    "unknown",
+                    0.0,
+                    replay=str(exc),
+                )
+            )
+            continue
+        status, bad = goals_status(rs)
+        rows.append(
+            row(
+                f"BlockPool.{meth} does the spec's step, from source",
+                f"{pyhot.bounds_label(meth)} ({len(rs)} obligations)",
+                status,
+                sum(r.seconds for r in rs),
+                replay="; ".join(f"not proved: L={r.bound} {r.step} ({r.status})" for r in bad),
+            )
+        )
+    for name, (meth, idea, patches) in (pyhot.HOT_MUTANTS if mutants is None else mutants).items():
+        if meth not in methods:
+            continue
+        t0 = time.perf_counter()
+        mrow = row(f"pool.py {meth} [{name}]", idea, "", 0.0)
+        try:
+            with named(f"mutant: {name}"):
+                _, case = pyhot.refute(meth, patches, timeout_ms // 4)
+        except pyrefine.PatchDoesNotApply as exc:
+            mrow.status, mrow.replay = "not-run", f"the mutant does not apply: {exc}"
+            rows.append(mrow)
+            continue
+        mrow.seconds = time.perf_counter() - t0
+        if case is None:
             mrow.status = "NOT-refuted"
         elif pool_replay is None:
             mrow.trace, mrow.status = [str(case)], "expected-refuted"

@@ -1943,13 +1943,16 @@ def every_n_refutes(bug: str, timeout_ms: int = 3000, seeds: int = 5) -> tuple[s
     """The every-N step of ``bug``'s call, on its obligation: "refuted" at some z3 seed
     (each seed asked while the answer is unknown), else its last answer; and seconds.
     (Finding a counterexample to a quantified step is a model search: z3's seed and the
-    context it runs in decide how soon it ends.)"""
+    context it runs in decide how soon it ends. Each retry doubles the timeout, up to
+    ten times ``timeout_ms``: z3's timeout is wall-clock time, and on a loaded machine
+    the first answer the quiet machine gets in a second can take longer than 3.)"""
     ob, op = MUTANTS[bug][0], MUTANT_OP[bug]
     status, seconds = "unknown", 0.0
     for seed in range(seeds):
+        budget = min(timeout_ms << seed, 10 * timeout_ms)
         (g,) = [
             g
-            for g in every_n_goals(frozenset([bug]), (op,), timeout_ms, (ob,), seed)
+            for g in every_n_goals(frozenset([bug]), (op,), budget, (ob,), seed)
             if g.kind == "step"
         ]
         status, seconds = g.status, seconds + g.seconds

@@ -178,7 +178,9 @@ def test_one_erratum_is_one_finding_whatever_signatures_it_shows(monkeypatch: An
     """``--all`` lists an erratum once: a later finding with another signature that names
     the same erratum (``removed-while-held`` shows as INV-EVENTS and as the event log
     differing at ``evict_blocks`` or ``get_new_blocks``) is folded into the first, under
-    ``also``, and counts as nothing new; a finding of another erratum is listed."""
+    ``also``; a finding of another erratum is listed. A signature not met before is
+    something new to ``patience`` (the search still meets new things), a repeated one
+    is not."""
     import kvpool.oracle.conformance as conformance
     from kvpool.oracle.conformance import Difference
 
@@ -211,6 +213,15 @@ def test_one_erratum_is_one_finding_whatever_signatures_it_shows(monkeypatch: An
         "state differs at GetNewBlocks (event log)",
     ]
     assert report.findings[0].to_json()["also_seen_as"] == report.findings[0].also
+    # patience 1: the two other signatures of removed-while-held keep the stage going
+    # (each is new), so unpin-one-watcher behind them is still listed
+    found = iter(shown)
+    once = conform(as_target(BlockPool), "exact", keep_going=True, patience=1)
+    assert [d.erratum for d in once.findings] == ["removed-while-held", "unpin-one-watcher"]
+    # a signature met again is nothing new: patience 1 ends the stage there
+    found = iter([shown[0], shown[1], shown[1], shown[3]])
+    again = conform(as_target(BlockPool), "exact", keep_going=True, patience=1)
+    assert [d.erratum for d in again.findings] == ["removed-while-held"]
 
 
 def test_a_signature_the_shrinker_slipped_from_is_met_again(monkeypatch: Any) -> None:

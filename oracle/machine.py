@@ -1075,11 +1075,11 @@ class _Lockstep(RuleBasedStateMachine):
         if "EvictBlocks" in caps:  # vLLM's manager evicts cached blocks between calls too
             weighted.append("EvictBlocks")
         req, tokens = self.mk_request(p, data)
+        if self.steer_further(data):
+            self.further_entries(p, req, tokens, entries, data)
+            return
         last: list[CachePartialBlock] = []
         for _ in range(data.draw(st.integers(1, 4), label="calls")):
-            if last and self.steer_further(data):
-                self.do(self.further_entry(last[-1], data))
-                continue
             kind = data.draw(st.sampled_from(weighted), label="vLLM call")
             if kind == "CachePartialBlock" and last and data.draw(st.booleans(), label="again"):
                 # the same block again: the same key (held), a longer prefix, a shorter one
@@ -1111,29 +1111,48 @@ class _Lockstep(RuleBasedStateMachine):
                 last.append(op)
 
     def steer_further(self, data: st.DataObject) -> bool:
-        """After a partial entry, make the next call of the run a further entry on the same
-        block, ``FRESH_SHARE`` times in ``FRESH_SHARE + 1``, when the search goes past
-        accepted differences (:attr:`searching_past`); never in a plain search.
+        """Make this step's run of multi-key calls :meth:`further_entries`, one time in
+        two, when the search goes past accepted differences (:attr:`searching_past`);
+        never in a plain search (its draws are unchanged).
 
         Several further entries on one block take several calls in a row on it, and in a
         search that goes past accepted differences an example stops comparing at its
         first one (vLLM 0.33.0's two common valid-use errata come early in most
-        examples), so such a state is rarely compared at all (12-06: one search in
-        about 13 of 200 examples met a block whose further entries are out of order)."""
-        if not type(self).searching_past:
+        examples), so such a state was rarely compared at all (12-06: about one search
+        of 200 examples in 13 met a block whose further entries are out of order)."""
+        if not type(self).searching_past or "CachePartialBlock" not in self.config.capabilities:
             return False
-        return bool(data.draw(st.integers(0, FRESH_SHARE), label="further entry"))
+        return bool(data.draw(st.booleans(), label="further entries"))
 
-    def further_entry(self, before: CachePartialBlock, data: st.DataObject) -> Op:
-        """A key on ``before``'s block that the block keeps beside the one it holds (a
-        further entry): a prefix no longer than ``before``'s, in another group when it is
-        as long, never replacing the block's keys."""
-        units = before.num_tokens // HASH_UNIT if isinstance(before.num_tokens, int) else 1
-        m = data.draw(st.integers(1, max(units, 1)), label="further hash units")
-        g = data.draw(GROUPS, label="further group")
-        if m == units and g == before.group:
-            g = 1 - g if isinstance(g, int) else g
-        return replace(before, num_tokens=HASH_UNIT * m, group=g, replace_existing_hashes=False)
+    def further_entries(
+        self, p: int, req: Request, tokens: str, entries: list[BlockRef], data: st.DataObject
+    ) -> None:
+        """A partial entry on a block in use, then two or three more keys the block keeps
+        beside it (further entries): prefixes no longer than the first, in another group
+        when as long, never replacing the block's keys."""
+        ps = self.ps(p)
+        mine = [e for e in entries if e.pool == p and ps.ref[e.block] > 0]
+        held = [
+            e
+            for e in mine or self.held_blocks(p)
+            if type(ps.key[e.block]) in (bytes, type(None))  # as multikey_call's partial entries
+        ]
+        if not ps.caching or not held:
+            return
+        block = data.draw(st.sampled_from(held), label="block")
+        units = data.draw(st.integers(1, len(tokens)), label="hash units")
+        size = data.draw(st.sampled_from(BLOCK_SIZES), label="block_size")
+        first = CachePartialBlock(req, block, HASH_UNIT * units, 0, size, False, pool=p)
+        if not self.do(first).ok:
+            return
+        for _ in range(data.draw(st.integers(2, 3), label="further entries")):
+            m = data.draw(st.integers(1, units), label="further hash units")
+            g = data.draw(GROUPS, label="further group")
+            if m == units and g == 0:
+                g = 1
+            self.do(
+                replace(first, num_tokens=HASH_UNIT * m, group=g, replace_existing_hashes=False)
+            )
 
     def multikey_call(
         self,

@@ -249,3 +249,19 @@ def test_a_signature_the_shrinker_slipped_from_is_met_again(monkeypatch: Any) ->
     report = conform(as_target(BlockPool), "exact", keep_going=True, patience=2)
     assert [d.signature for d in report.findings] == [shrunk, met]
     assert accepted[1] == frozenset({shrunk})
+
+
+def test_a_search_past_accepted_differences_builds_further_entries() -> None:
+    """Once a search goes past accepted differences, one run of multi-key calls in two
+    is a partial entry and two or three further entries on its block (the state
+    ``further-entries-unordered`` needs, which an accepted difference most often cuts
+    short); a search with nothing accepted makes its plain draws."""
+    target = as_target(BlockPool)
+    config = lockstep_config(target, "exact", max_blocks=8, max_pools=1, caching=True)
+    made = []
+    for accept in (Acceptance(), Acceptance(frozenset({"a difference never met"}))):
+        coverage = Coverage()
+        _search(target, config, "exact", 40, None, 20, accept, coverage, SpecBranches(False))
+        made.append(coverage.by_op().get("CachePartialBlock", {}).get("ok", 0))
+    plain, past = made
+    assert past >= 2 * max(plain, 1), made

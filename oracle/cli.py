@@ -25,7 +25,7 @@ from rich.table import Table
 from kvpool import __version__
 from kvpool.spec.state import PoolState, TraceError
 
-from .conformance import PATIENCE, conform
+from .conformance import MAX_FINDINGS, PATIENCE, conform
 from .exits import BAD_INPUT, CONFORMS, INTERRUPTED, ORACLE_ERROR, VIOLATION, BadInput
 from .files import DEFAULT_LIMITS, LOG_LIMITS, Limits, load_trace
 from .machine import format_outcome
@@ -291,6 +291,14 @@ def main() -> None:
     help="searches in a row (each of --examples fresh examples) that must find nothing "
     "(new) before a stage of the search ends",
 )
+@click.option(
+    "--max-findings",
+    type=click.IntRange(1),
+    default=MAX_FINDINGS,
+    show_default=True,
+    help="with --all: stop after this many distinct findings (one erratum is one finding); "
+    "the report says when the run stopped there",
+)
 @_call_timeout_option()
 def conform_cmd(
     target_name: str,
@@ -309,6 +317,7 @@ def conform_cmd(
     keep_going: bool,
     allow: tuple[str, ...],
     patience: int,
+    max_findings: int,
     call_timeout: float,
 ) -> None:
     """Search for the shortest trace on which TARGET parts from the spec."""
@@ -341,6 +350,7 @@ def conform_cmd(
             keep_going=keep_going,
             allow=allow,
             patience=patience,
+            max_findings=max_findings,
             **chosen,
         )
     if report.conforms:
@@ -360,6 +370,11 @@ def conform_cmd(
             known = f"  [erratum {d.erratum}]" if d.erratum else ""
             also = f"; also seen as: {'; '.join(d.also)}" if d.also else ""
             console.print(f"  {i}. {d.signature}{known}{also}", markup=False)
+        if report.capped:
+            console.print(
+                f"[yellow]stopped at the cap of {max_findings} distinct findings[/yellow]: "
+                "there may be more (--max-findings)"
+            )
     for i, d in enumerate(report.findings, 1):
         head = f"{i}/{len(report.findings)}: " if keep_going else ""
         console.print(

@@ -431,6 +431,7 @@ def oracle_machine(
             "coverage": coverage,
             "rule_checks": coverage.rules,
             "steering": steering,
+            "searching_past": bool(accept.signatures or accept.rules),
         },
     )
 
@@ -497,6 +498,10 @@ class Report:
     """``--all``: the search went on past each finding."""
     searches: int = 1
     """How many searches of ``examples`` examples the run made (every stage)."""
+    max_findings: int | None = None
+    """``--all``: the cap on distinct findings the run was given."""
+    capped: bool = False
+    """``--all``: the run stopped at ``max_findings`` (it may have missed others)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -516,6 +521,8 @@ class Report:
             "coverage": self.coverage.to_json(),
             "all": self.keep_going,
             "searches": self.searches,
+            "max_findings": self.max_findings,
+            "stopped_at_cap": self.capped,
             "allowed": self.allowed,
             "findings": [f.to_json() for f in self.findings],
         }
@@ -540,8 +547,12 @@ def run_settings(
     )
 
 
-MAX_FINDINGS = 40
-"""``--all`` stops after this many findings (each costs a search and a shrink)."""
+MAX_FINDINGS = 100
+"""``--all``'s default cap (``--max-findings``): the run stops after this many distinct
+findings (each costs a search and a shrink, a few seconds of CPU on vLLM 0.33.0). One
+erratum is one finding, so this is well above the errata of ``docs/errata.md`` with what
+else a run on vLLM 0.33.0 meets; a run that stops at the cap says so
+(:attr:`Report.capped`)."""
 
 PATIENCE = 3
 """``kvpool conform``'s default ``--patience``: a stage of the search ends after this many
@@ -568,25 +579,29 @@ def search_seed(seed: int | None, k: int) -> int | None:
     return k if seed is None else (seed + 1) * 1_000_003 + k
 
 
-def errata_signatures(target: Target, level: str) -> dict[str, str]:
-    """Each erratum of ``docs/errata.md`` whose trace fails on ``target``: its signature there.
+def errata_signatures(target: Target, level: str) -> dict[str, list[str]]:
+    """Each erratum of ``docs/errata.md`` whose traces fail on ``target``: the signatures
+    they fail with there (its own trace's first, then those of its
+    :attr:`.findings.Finding.other_traces`, each once).
 
     The errata are vLLM 0.33.0's; on another target a name means "the same difference".
     A trace that needs what the target lacks (:func:`.tracereplay.needs`: an operation,
     a second pool, events, ``evict_first``) is left out.
     """
     caps = set(target.capabilities)
-    out: dict[str, str] = {}
+    out: dict[str, list[str]] = {}
     for f in FINDINGS:
-        saved = f.trace()
-        if needs(saved) - caps:
-            continue
-        ops = [op_from_json(s["call"]) for s in saved.steps if s.get("call")]
-        found = replay(saved, target, level).divergence
-        if found is None or not 0 < found.step <= len(ops) + len(saved.steps):
-            continue
-        op = op_from_json(saved.steps[found.step - 1]["call"])
-        out[f.name] = signature(found.rule, found.detail, op)
+        for saved in f.traces():
+            if needs(saved) - caps:
+                continue
+            found = replay(saved, target, level).divergence
+            if found is None or not 0 < found.step <= len(saved.steps):
+                continue
+            call = saved.steps[found.step - 1].get("call")
+            sig = signature(found.rule, found.detail, op_from_json(call) if call else None)
+            sigs = out.setdefault(f.name, [])
+            if sig not in sigs:
+                sigs.append(sig)
     return out
 
 
@@ -631,8 +646,7 @@ def acceptance(target: Target, level: str, allow: Iterable[str]) -> Acceptance:
         if name in RULES:
             rules.add(name)
         elif name in errata:
-            if name in known:
-                sigs.add(known[name])
+            sigs.update(known.get(name, ()))
         elif any(name.startswith((f"{r} at ", f"{r} (")) for r in RULES):
             sigs.add(name)
         else:
@@ -656,6 +670,7 @@ def conform(
     keep_going: bool = False,
     allow: Iterable[str] = (),
     patience: int = 1,
+    max_findings: int = MAX_FINDINGS,
     **overrides: Any,
 ) -> Report:
     """Search for a trace on which ``target`` parts from the spec at ``level``.
@@ -671,10 +686,11 @@ def conform(
     every signature found so far. ``patience``: a stage ends when this many searches in
     a row (each on fresh examples) found nothing new (1: one search, unless it finds
     something; ``kvpool conform`` passes :data:`PATIENCE`); the run ends at
-    :data:`MAX_FINDINGS` findings. Each finding is
+    ``max_findings`` distinct findings (:attr:`Report.capped`). Each finding is
     reported once, with its own minimal trace: a new signature that is an erratum
     already listed (``removed-while-held`` shows as INV-EVENTS and as the event log
-    differing at several calls) is added to that finding's ``also`` and is nothing new.
+    differing at several calls) is added to that finding's ``also``: not a finding, but
+    something new to ``patience``.
     Each search after the first is steered away from the shapes of invalid call that
     have shown an accepted difference (:mod:`.steering`). ``allow`` (``--allow``):
     differences accepted from the start (see :func:`acceptance`).
@@ -683,6 +699,8 @@ def conform(
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     if patience < 1:
         raise ValueError(f"patience must be at least 1, got {patience}")
+    if max_findings < 1:
+        raise ValueError(f"max_findings must be at least 1, got {max_findings}")
     allow = list(allow)
     config = lockstep_config(target, level, max_blocks, check_every, **overrides)
     stages = [replace(config, level="exact"), config] if level == "robust" else [config]
@@ -696,7 +714,7 @@ def conform(
     made = 0  # searches, every stage
     for stage in stages:
         k = idle = 0  # the stage's searches so far (the next one's seed), and in a row idle
-        while len(found) < MAX_FINDINGS:
+        while len(found) < max_findings:
             new = _search(
                 target,
                 stage,
@@ -718,7 +736,11 @@ def conform(
                 continue
             difference, sigs = new
             if names is None:
-                names = {sig: name for name, sig in errata_signatures(target, level).items()}
+                names = {
+                    sig: name
+                    for name, known in errata_signatures(target, level).items()
+                    for sig in known
+                }
             difference.erratum = _erratum(difference, names, target)
             same = next((d for d in found if _same_finding(d, difference)), None)
             if same is None:
@@ -729,10 +751,14 @@ def conform(
                 found.append(difference)
                 idle = 0
             else:
-                accept = accept.plus(*sigs)  # nothing new: go past all of it
+                accept = accept.plus(*sigs)  # listed already: go past all of it
                 if difference.signature not in (same.signature, *same.also):
+                    # another signature of a listed erratum: not a finding, but the
+                    # search still met something new (and steers past it from now on)
                     same.also.append(difference.signature)
-                idle += 1
+                    idle = 0
+                else:
+                    idle += 1
             if not keep_going or idle >= patience:
                 break
         if found and not keep_going:
@@ -758,6 +784,8 @@ def conform(
         allow,
         keep_going,
         made,
+        max_findings if keep_going else None,
+        keep_going and len(found) >= max_findings,
     )
 
 

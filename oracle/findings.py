@@ -31,12 +31,17 @@ from kvpool.spec.ops import (
     IsBlockWritable,
     MoveBlockHashes,
     Request,
+    ResetPrefixCache,
     TakeEvents,
     Touch,
     UnpinBlocks,
 )
 
 from .traceformat import SavedTrace, op_to_json
+
+Pools = tuple[tuple[int, bool, bool], ...]
+Variant = tuple[Pools, tuple[Any, ...]]
+"""Another trace of a finding: its pools and its steps (as :attr:`Finding.steps`)."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,7 @@ class Finding:
     """valid use | bad input | faulty callback"""
     rule: str
     """What the oracle reports when it replays the trace on vLLM 0.33.0."""
-    pools: tuple[tuple[int, bool, bool], ...]
+    pools: Pools
     steps: tuple[Any, ...]
     """Ops, or ("script", watcher, raise, op-or-None) for a watcher's behaviour."""
     log_symptom: Callable[[Sequence[object], Sequence[object]], bool] | None = None
@@ -56,10 +61,23 @@ class Finding:
     erratum at another call than its own trace's, so that it shows as another rule (the
     log or a ``take_events`` result differs rather than INV-EVENTS): the oracle names a
     finding by this when its signature names no erratum (:func:`log_erratum`)."""
+    other_traces: tuple[Variant, ...] = ()
+    """Other minimal traces of the same fault, each failing on vLLM 0.33.0 under another
+    signature (another call that reaches the same unchecked code, another bad value
+    that makes it crash rather than go through). A search that meets the fault under
+    any of them names the finding after this erratum
+    (:func:`.conformance.errata_signatures`), so that ``--all`` lists it once."""
 
     def trace(self) -> SavedTrace:
+        return self._saved(self.pools, self.steps)
+
+    def traces(self) -> list[SavedTrace]:
+        """The erratum's trace, then each of :attr:`other_traces`."""
+        return [self.trace(), *(self._saved(p, s) for p, s in self.other_traces)]
+
+    def _saved(self, pools: Pools, steps_: tuple[Any, ...]) -> SavedTrace:
         steps: list[dict[str, Any]] = []
-        for s in self.steps:
+        for s in steps_:
             if isinstance(s, tuple) and s and s[0] == "script":
                 _, wid, raises, op = s
                 note = f"script watcher {wid}: {'raises ' if raises else ''}"
@@ -77,7 +95,7 @@ class Finding:
             else:
                 steps.append({"call": op_to_json(s)})
         return SavedTrace(
-            list(self.pools),
+            list(pools),
             steps,
             "vllm==0.33.0",
             "exact" if self.arises_from == "valid use" else "robust",
@@ -104,6 +122,11 @@ def reordered(spec: Sequence[object], target: Sequence[object]) -> bool:
 
 P1 = ((8, True, False),)
 P1E = ((8, True, True),)
+OFF = ((8, False, False),)
+"""One pool with prefix caching off."""
+TWO = ((4, True, False), (4, True, False))
+ONE_BLOCK = ((1, True, False),)
+"""A pool of the null block alone: nothing is ever free."""
 
 _REQ = Request((b"h0:a",), tuple(range(9700, 9716)))
 """A request of one block of 16 tokens (one hash unit at block size 16)."""
@@ -147,7 +170,9 @@ FINDINGS: tuple[Finding, ...] = (
     ),
     Finding(
         "watcher-sees-half-handout",
-        "a reuse watcher runs before the block is handed out (ref_cnt 0, old key still cached)",
+        "a reuse watcher runs while the call that fires it is half done: before the block "
+        "is handed out (ref_cnt 0, old key still cached), or, in reset_prefix_cache, with "
+        "the other watchers still pending",
         "faulty callback",
         "result differs: value",
         P1,
@@ -156,6 +181,19 @@ FINDINGS: tuple[Finding, ...] = (
             GetNewBlocks(1),
             UnpinBlocks((1,), 0),
             GetNewBlocks(7),
+        ),
+        other_traces=(
+            # a watcher that resets the cache from inside reset_prefix_cache fires the
+            # watchers the outer call has not popped yet: the outer call fires one
+            (
+                ((3, True, False),),
+                (
+                    Touch((1, 2)),
+                    ("script", 0, False, ResetPrefixCache()),
+                    UnpinBlocks((2, 1), 0),
+                    ResetPrefixCache(),
+                ),
+            ),
         ),
     ),
     Finding(
@@ -168,11 +206,12 @@ FINDINGS: tuple[Finding, ...] = (
     ),
     Finding(
         "negative-count",
-        "get_new_blocks(-1) is accepted",
+        "get_new_blocks(-1) is accepted (a count that is no int crashes it)",
         "bad input",
         "error kind differs",
         P1,
         (GetNewBlocks(-1),),
+        other_traces=((P1, (GetNewBlocks("2"),)),),  # TypeError: '>' of str and int
     ),
     Finding(
         "double-free",
@@ -201,19 +240,22 @@ FINDINGS: tuple[Finding, ...] = (
     ),
     Finding(
         "evict-negative-id",
-        "evict_blocks([-1]) evicts the last block (Python indexing)",
+        "evict_blocks([-1]) evicts the last block (Python indexing); an id past the "
+        "last block is an assert",
         "bad input",
         "error kind differs",
         P1,
         (GetNewBlocks(7), CacheBlocks((7,), ("a",)), EvictBlocks((-1,))),
+        other_traces=((P1, (EvictBlocks((8,)),)),),  # AssertionError
     ),
     Finding(
         "cache-free-block",
-        "cache_blocks on a block nobody holds is accepted",
+        "cache_blocks (cache_full_blocks) on a block nobody holds is accepted",
         "bad input",
         "error kind differs",
         P1,
         (CacheBlocks((1,), ("a",)),),
+        other_traces=((P1, (CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),)),),
     ),
     Finding(
         "unpin-not-callable",
@@ -225,22 +267,28 @@ FINDINGS: tuple[Finding, ...] = (
     ),
     Finding(
         "unpin-null-block",
-        "unpin_blocks on the null block is an assert, not a typed error",
+        "unpin_blocks on the null block (or on a free block) is an assert, not a typed error",
         "bad input",
         "target crashed",
         P1,
         (UnpinBlocks((0,), 0),),
+        other_traces=((P1, (UnpinBlocks((1,), 0),)),),  # the same assert: ref_cnt > 0
     ),
     # -- vLLM's calls on blocks with several keys: their arguments are not validated ----
     Finding(
         "full-blocks-unchecked",
         "cache_full_blocks crashes on a bad block size, group, count or request "
         "(ZeroDivisionError, OverflowError, ValueError, TypeError, AttributeError, "
-        "AssertionError) instead of refusing it",
+        "AssertionError) instead of refusing it, or goes through on counts that do not "
+        "match its blocks",
         "bad input",
         "target crashed",
         P1,
         (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 1, 0, 0)),
+        other_traces=(
+            (P1, (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 2, 16, 0))),  # 2 of 1 block
+            (P1, (CacheBlocks((), ("k1", "k2")),)),  # cache_blocks: more keys than blocks
+        ),
     ),
     Finding(
         "partial-block-accepts-bad-size",
@@ -312,6 +360,99 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1E,
         (EmitCachedBlockEvents(_REQ, -1, 16, 0),),
+    ),
+    # -- the rest of the bad input a robust --all run meets (12-05, sorted 12-06) --------
+    Finding(
+        "insufficient-blocks-untyped",
+        "get_new_blocks beyond the free blocks raises a bare ValueError, not a typed "
+        "error (from inside a watcher it escapes the outer call)",
+        "bad input",
+        "target crashed",
+        ONE_BLOCK,
+        (GetNewBlocks(1),),
+        other_traces=(
+            (
+                ((2, True, False),),
+                (
+                    GetNewBlocks(1),
+                    ("script", 0, False, GetNewBlocks(1)),
+                    UnpinBlocks((1,), 0),
+                    GetNewBlocks(1),
+                ),
+            ),
+        ),
+    ),
+    Finding(
+        "caching-off-caches",
+        "with prefix caching off, cache_blocks, cache_full_blocks and cache_partial_block "
+        "cache keys all the same",
+        "bad input",
+        "error kind differs",
+        OFF,
+        (GetNewBlocks(1), CacheBlocks((1,), ("a",))),
+        other_traces=(
+            (OFF, (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0))),
+            (OFF, (CacheFullBlocks(_REQ, (1,), 0, 1, 32, 0),)),  # and crashes on a bad size
+            (OFF, (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, 0, 16))),
+        ),
+    ),
+    Finding(
+        "foreign-block-unchecked",
+        "is_block_writable, unpin_blocks and the caching calls take another pool's block "
+        "(unpin_blocks: an assert when it is free there)",
+        "bad input",
+        "error kind differs",
+        TWO,
+        (GetNewBlocks(1), UnpinBlocks((BlockRef(0, 1),), 0, pool=1)),
+        other_traces=(
+            (TWO, (GetNewBlocks(1), IsBlockWritable(BlockRef(0, 1), pool=1))),
+            (TWO, (UnpinBlocks((BlockRef(1, 1),), 0, pool=0),)),
+            (TWO, (GetNewBlocks(1), CacheBlocks((BlockRef(0, 1),), ("a",), pool=1))),
+            (
+                TWO,
+                (GetNewBlocks(1), CacheFullBlocks(_REQ, (BlockRef(0, 1),), 0, 1, 16, 0, pool=1)),
+            ),
+            (TWO, (GetNewBlocks(1), CachePartialBlock(_REQ, BlockRef(0, 1), 16, 0, 16, pool=1))),
+        ),
+    ),
+    Finding(
+        "null-block-ignored",
+        "cache_blocks and evict_blocks take the null block and do nothing, instead of refusing it",
+        "bad input",
+        "error kind differs",
+        P1,
+        (CacheBlocks((0,), ("a",)),),
+        other_traces=((P1, (EvictBlocks((0,)),)),),
+    ),
+    Finding(
+        "already-cached-unchecked",
+        "giving a key to a block that already holds one is an assert, or, further into "
+        "the request, silently replaces its key (cache_blocks, cache_full_blocks, "
+        "move_block_hashes)",
+        "bad input",
+        "target crashed",
+        P1,
+        (GetNewBlocks(1), CacheBlocks((1,), ("a",)), CacheBlocks((1,), ("b",))),
+        other_traces=(
+            (P1, (GetNewBlocks(2), CacheBlocks((1,), ("a",)), CacheBlocks((2, 1), ("b", "c")))),
+            (
+                P1,
+                (
+                    GetNewBlocks(1),
+                    CacheBlocks((1,), ("a",)),
+                    CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),
+                ),
+            ),
+            (P1, (GetNewBlocks(2), CacheBlocks((1, 2), ("a", "b")), MoveBlockHashes(1, 2))),
+        ),
+    ),
+    Finding(
+        "free-non-block",
+        "free_blocks crashes (AttributeError) on an entry that is no block",
+        "bad input",
+        "target crashed",
+        P1,
+        (FreeBlocks(("x",)),),
     ),
 )
 

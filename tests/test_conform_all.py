@@ -102,6 +102,31 @@ def test_cli_all_and_allow(tmp_path: Path) -> None:
     assert res.exit_code == BAD_INPUT and "--allow 'no-such-erratum'" in res.output
 
 
+def test_cli_max_findings_caps_distinct_findings_and_says_so(tmp_path: Path) -> None:
+    """``--all --max-findings N``: the run stops after N distinct findings and the report
+    says it stopped at the cap (the text and the JSON); a run under its cap does not."""
+    runner = CliRunner()
+    base = ["conform", "-t", "python:test_conform_all:TwoBugs", "--level", "exact", "-n", "60"]
+    base += ["--steps", "10", "--max-blocks", "6", "--max-pools", "1", "--all"]
+    capped, free = tmp_path / "capped.json", tmp_path / "free.json"
+    res = runner.invoke(main, [*base, "--max-findings", "1", "--json", str(capped)])
+    assert res.exit_code == VIOLATION, res.output
+    assert "1 distinct finding(s)" in res.output
+    assert "stopped at the cap of 1 distinct findings" in res.output
+    report = json.loads(capped.read_text())
+    assert len(report["findings"]) == 1
+    assert report["stopped_at_cap"] is True and report["max_findings"] == 1
+    res = runner.invoke(main, [*base, "--max-findings", "2", "--json", str(free)])
+    assert "2 distinct finding(s)" in res.output and "stopped at the cap" in res.output
+    res = runner.invoke(main, [*base, "--json", str(free)])
+    assert "2 distinct finding(s)" in res.output and "stopped at the cap" not in res.output
+    assert json.loads(free.read_text())["stopped_at_cap"] is False
+    res = runner.invoke(main, [*base, "--max-findings", "0"])
+    assert res.exit_code == BAD_INPUT, res.output
+    with pytest.raises(ValueError):
+        conform(as_target(TwoBugs), "exact", keep_going=True, max_findings=0, **SMALL)
+
+
 @pytest.mark.parametrize("name", ["unpin-one-watcher", "INV-EVENTS"])
 def test_allow_names_an_erratum_or_a_rule(name: str) -> None:
     from kvpool.oracle.conformance import acceptance

@@ -178,7 +178,9 @@ def test_one_erratum_is_one_finding_whatever_signatures_it_shows(monkeypatch: An
     """``--all`` lists an erratum once: a later finding with another signature that names
     the same erratum (``removed-while-held`` shows as INV-EVENTS and as the event log
     differing at ``evict_blocks`` or ``get_new_blocks``) is folded into the first, under
-    ``also``, and counts as nothing new; a finding of another erratum is listed."""
+    ``also``; a finding of another erratum is listed. A signature not met before is
+    something new to ``patience`` (the search still meets new things), a repeated one
+    is not."""
     import kvpool.oracle.conformance as conformance
     from kvpool.oracle.conformance import Difference
 
@@ -211,6 +213,15 @@ def test_one_erratum_is_one_finding_whatever_signatures_it_shows(monkeypatch: An
         "state differs at GetNewBlocks (event log)",
     ]
     assert report.findings[0].to_json()["also_seen_as"] == report.findings[0].also
+    # patience 1: the two other signatures of removed-while-held keep the stage going
+    # (each is new), so unpin-one-watcher behind them is still listed
+    found = iter(shown)
+    once = conform(as_target(BlockPool), "exact", keep_going=True, patience=1)
+    assert [d.erratum for d in once.findings] == ["removed-while-held", "unpin-one-watcher"]
+    # a signature met again is nothing new: patience 1 ends the stage there
+    found = iter([shown[0], shown[1], shown[1], shown[3]])
+    again = conform(as_target(BlockPool), "exact", keep_going=True, patience=1)
+    assert [d.erratum for d in again.findings] == ["removed-while-held"]
 
 
 def test_a_signature_the_shrinker_slipped_from_is_met_again(monkeypatch: Any) -> None:
@@ -238,3 +249,19 @@ def test_a_signature_the_shrinker_slipped_from_is_met_again(monkeypatch: Any) ->
     report = conform(as_target(BlockPool), "exact", keep_going=True, patience=2)
     assert [d.signature for d in report.findings] == [shrunk, met]
     assert accepted[1] == frozenset({shrunk})
+
+
+def test_a_search_past_accepted_differences_builds_further_entries() -> None:
+    """Once a search goes past accepted differences, one run of multi-key calls in two
+    is a partial entry and two or three further entries on its block (the state
+    ``further-entries-unordered`` needs, which an accepted difference most often cuts
+    short); a search with nothing accepted makes its plain draws."""
+    target = as_target(BlockPool)
+    config = lockstep_config(target, "exact", max_blocks=8, max_pools=1, caching=True)
+    made = []
+    for accept in (Acceptance(), Acceptance(frozenset({"a difference never met"}))):
+        coverage = Coverage()
+        _search(target, config, "exact", 40, None, 20, accept, coverage, SpecBranches(False))
+        made.append(coverage.by_op().get("CachePartialBlock", {}).get("ok", 0))
+    plain, past = made
+    assert past >= 2 * max(plain, 1), made

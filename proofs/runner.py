@@ -15,6 +15,7 @@ from . import (
     bmc,
     counting,
     cvc5cases,
+    cvc5more,
     differential,
     eventseq,
     fixedn,
@@ -84,6 +85,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "symlists": (),
         # impl/pool.py's touch from its source (pypool.py): in "deep" only (its cost)
         "pool_source": False,
+        # cvc5 on these parts' proved queries (cvc5more.py): none here
+        "cvc5_more": (),
     },
     # `make proofs` / `make verify`
     "default": {
@@ -148,6 +151,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # impl/pool.py's touch from its source: 67 obligations at L = 2 and 3, 69 CPU s
         # (12-05, loaded), over the 20 s this profile can give it: in "deep"
         "pool_source": False,
+        # cvc5 on the two-pool, multi-key, symbolic-list parts' proved queries: each over
+        # the 10 CPU s this profile can add (cvc5more.py; docs/06-z3.md): "deep"
+        "cvc5_more": (),
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -197,6 +203,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         ),
         "symlists": ("proofs", "agreement", "witnesses", "mutants"),
         "pool_source": True,
+        # cvc5 on every proved query of these parts, and case by case where named
+        "cvc5_more": tuple(cvc5more.FAMILIES),
     },
 }
 
@@ -1501,23 +1509,32 @@ def run(
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], p["spacer_timeout"])
     if want("twopool"):
-        rows += [
-            ObligationResult(**r)
-            for r in twopool.all_rows(
-                p["twopool"],
-                p["fixedn_timeout"] // 2,
-                p["twopool_bmc"],
-                p["twopool_diff"],
-                p["twopool_bmc_proofs"],
-                p["twopool_every_n"],
-            )
-        ]
+        with cvc5more.recorder("twopool" in p["cvc5_more"], "two pools") as rec:
+            rows += [
+                ObligationResult(**r)
+                for r in twopool.all_rows(
+                    p["twopool"],
+                    p["fixedn_timeout"] // 2,
+                    p["twopool_bmc"],
+                    p["twopool_diff"],
+                    p["twopool_bmc_proofs"],
+                    p["twopool_every_n"],
+                )
+            ]
+        rows += [ObligationResult(**r) for r in cvc5more.rows("twopool", rec, p["cvc5_more"])]
     if want("multikey"):  # blocks with several keys (multikey.py)
-        rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]
+        with cvc5more.recorder("multikey" in p["cvc5_more"], "multi-key") as rec:
+            rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]
+        rows += [ObligationResult(**r) for r in cvc5more.rows("multikey", rec, p["cvc5_more"])]
     if want("symlists") and p["symlists"]:
-        rows += run_symlists(p["symlists"], p["ind_timeout"])
+        with cvc5more.recorder("symlists" in p["cvc5_more"], "symlists") as rec:
+            rows += run_symlists(p["symlists"], p["ind_timeout"])
+        rows += [ObligationResult(**r) for r in cvc5more.rows("symlists", rec, p["cvc5_more"])]
     if want("pool-source") and p["pool_source"]:
-        rows += run_pool_source(2 * p["ind_timeout"], pool_replay=pool_replay)
+        with cvc5more.recorder("pool-source" in p["cvc5_more"], "pool source") as rec:
+            rows += run_pool_source(2 * p["ind_timeout"], pool_replay=pool_replay)
+        more = cvc5more.rows("pool-source", rec, p["cvc5_more"])
+        rows += [ObligationResult(**r) for r in more]
     return rows
 
 

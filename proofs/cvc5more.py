@@ -43,6 +43,10 @@ from .model import Record, constants, named, recording
 TIMEOUT_MS = 5000
 """cvc5's time limit per ask (wall clock, as :func:`smtlib.cvc5_check`'s)."""
 
+QF_RETRY = 4
+"""A single quantifier-free query cvc5 leaves unknown is asked once more with this many
+times the limit (at fixed N: one of multikey's at N=3 ran out of its 5 s under load)."""
+
 LADDER: tuple[dict[str, str], ...] = (
     {},
     {"full-saturate-quant": "true"},
@@ -233,6 +237,11 @@ def _confirm(g: Group, goals: list[z3.BoolRef], timeout_ms: int, cases: bool) ->
         v = _single(g, g.hyp, goals[0], timeout_ms)
         if v == "unknown" and cases:
             v = _cases(g, goals[0], timeout_ms)
+    elif v == "unknown":  # quantifier-free: decidable, so only a longer limit helps
+        g.asks += 1
+        v, _ = ask(text, QF_RETRY * timeout_ms)
+        if v == "unsat":
+            g.how = f"{QF_RETRY}x the limit"
     return [v]
 
 
@@ -341,3 +350,89 @@ def rows(part: str, records: list[Record], on: tuple[str, ...]) -> list[dict[str
     """:func:`row` of ``part`` (asked case by case where :data:`CASES` names atoms) when
     the profile's ``cvc5_more`` names it (``on``), else none."""
     return [row(part, records, cases=True)] if part in on else []
+
+
+# -- which solvers confirmed what (the dashboard's note) ------------------------------------
+
+ONE_SOLVER = ("z3 BMC", "z3 Spacer (fixed N)")
+"""Techniques whose proofs are never sent to cvc5: BMC's unrolled queries (its rows are
+"bounded", a cross-check of the fixed-N induction) and Spacer's Horn clauses."""
+
+
+def _part_of(r: Any) -> str | None:
+    """The proof part a row labelled proved belongs to (None: not a proof row)."""
+    if r.status != "proved":
+        return None
+    where = f"{r.obligation} {r.bounds}"
+    if r.technique in ONE_SOLVER:
+        return str(r.technique)
+    if r.kind == "pool-source":
+        return "pool-source"
+    if "two pools" in where:
+        return "twopool"
+    if "multi-key" in where:
+        return "multikey"
+    if r.bounds.startswith("every N, every list length"):
+        return "symlists"
+    if "event log a sequence" in r.bounds:
+        return "event log"
+    if r.kind == "fixed-N":
+        return "fixed-N"
+    if r.technique == "refinement (from source)":
+        return "source"
+    if r.technique == "refinement":
+        return "transcribed"
+    if r.kind == "inductive":
+        return "every-N"
+    return None
+
+
+_CVC5_ROWS: tuple[tuple[str, str], ...] = (
+    ("event log", "cvc5 re-checks the event log"),
+    ("every-N", "cvc5 re-checks the every-N"),
+    ("transcribed", "cvc5 re-checks the list refinement"),
+    ("source", "cvc5 re-checks free_queue.py"),
+    *((part, f"cvc5 re-checks {label}") for part, label in FAMILIES.items()),
+)
+
+
+def solvers_note(rows: list[Any]) -> str:
+    """Per proof part of ``rows``: how many rows z3 proved there, and which solvers
+    confirmed them: "z3 + cvc5" when the part's cvc5 rows all agree, "z3 + cvc5
+    (partly)" when cvc5 left some query not confirmed (the cvc5 row names it), "z3
+    only" when no cvc5 row covers the part in this run (never counted as confirmed).
+    The fixed-N induction's cvc5 rows are per N."""
+    proved: dict[str, int] = {}
+    fixed_ns: set[str] = set()
+    for r in rows:
+        part = _part_of(r)
+        if part is not None:
+            proved[part] = proved.get(part, 0) + 1
+            if part == "fixed-N":
+                fixed_ns.add(r.bounds.split(",")[0])
+    cvc5: dict[str, list[str]] = {}
+    for r in rows:
+        if r.kind != "second solver":
+            continue
+        if r.obligation.startswith("cvc5 re-checks N="):
+            cvc5.setdefault("fixed-N", []).append(r.status)
+            fixed_ns.discard(r.obligation.removeprefix("cvc5 re-checks "))
+        for part, prefix in _CVC5_ROWS:
+            if r.obligation.startswith(prefix):
+                cvc5.setdefault(part, []).append(r.status)
+    out = []
+    for part, n in proved.items():
+        seen = cvc5.get(part, [])
+        who = (
+            "z3 only"
+            if not seen
+            else "z3, cvc5 DISAGREES"
+            if "disagree" in seen
+            else "z3 + cvc5"
+            if all(s == "agree" for s in seen)
+            else "z3 + cvc5 (partly)"
+        )
+        if part == "fixed-N" and seen and fixed_ns:
+            who += f"; z3 only at {', '.join(sorted(fixed_ns))}"
+        out.append(f"{part} ({n} rows): {who}")
+    return "solvers by part: " + "; ".join(out) if out else ""

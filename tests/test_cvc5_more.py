@@ -110,3 +110,33 @@ def test_the_deep_profile_asks_every_part_and_make_verify_none() -> None:
     assert set(runner.PROFILES["deep"]["cvc5_more"]) == set(cvc5more.FAMILIES)
     assert runner.PROFILES["default"]["cvc5_more"] == ()
     assert runner.PROFILES["fast"]["cvc5_more"] == ()
+
+
+def test_the_dashboard_says_which_solvers_confirmed_each_part() -> None:
+    def r(ob: str, kind: str, tech: str, bounds: str, status: str) -> runner.ObligationResult:
+        return runner.ObligationResult(ob, kind, tech, ("INV-REF",), bounds, status, 0.0)
+
+    fixed = runner.FIXEDN_TECHNIQUE
+    rows = [
+        r("INV-REF", "fixed-N", fixed, "N=1, every k (3 cases)", "proved"),
+        r("INV-REF", "fixed-N", fixed, "N=5, every k (3 cases)", "proved"),
+        r("cvc5 re-checks N=1", "second solver", "cvc5", "N=1: ...", "agree"),
+        r("INV-REF (two pools)", "fixed-N", fixed, "N=2+2 (two pools), every k", "proved"),
+        r("INV-REF", "BMC", "z3 BMC", "N=4, k<=4", "proved"),
+        r("INV-REF (multi-key)", "fixed-N", fixed, "N=2, every k, multi-key", "proved"),
+        r(
+            f"cvc5 re-checks {cvc5more.FAMILIES['multikey']}",
+            "second solver",
+            "cvc5",
+            "",
+            "disagree",
+        ),
+    ]
+    note = cvc5more.solvers_note(rows)
+    assert "fixed-N (2 rows): z3 + cvc5; z3 only at N=5" in note
+    assert "twopool (1 rows): z3 only" in note
+    assert "z3 BMC (1 rows): z3 only" in note
+    assert "multikey (1 rows): z3, cvc5 DISAGREES" in note
+    checks = proof_checks(rows)
+    (second,) = [c for c in checks if c.name.startswith("cvc5 re-checks")]
+    assert "solvers by part: " in second.summary and not second.ok

@@ -44,8 +44,13 @@ TIMEOUT_MS = 5000
 """cvc5's time limit per ask (wall clock, as :func:`smtlib.cvc5_check`'s)."""
 
 QF_RETRY = 4
-"""A single quantifier-free query cvc5 leaves unknown is asked once more with this many
-times the limit (at fixed N: one of multikey's at N=3 ran out of its 5 s under load)."""
+"""A quantifier-free group or query cvc5 leaves unknown is asked once more with this many
+times the limit before it is halved (at fixed N: one of multikey's at N=3 ran out of its
+5 s under load)."""
+
+MAX_ASKS = 40
+"""At most this many asks per group (halves included); past it, what is left is not
+confirmed. Halving a group of n queries that all run out of time would take 2n - 1."""
 
 LADDER: tuple[dict[str, str], ...] = (
     {},
@@ -214,10 +219,17 @@ def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
 
 
 def _confirm(g: Group, goals: list[z3.BoolRef], timeout_ms: int, cases: bool) -> list[str]:
+    if g.asks >= MAX_ASKS:  # (the group's budget is spent: the rest are not confirmed)
+        return ["unknown"] * len(goals)
     g.asks += 1
     text = export([*g.hyp, _negated(goals)])
     # (a group of several queries gets cvc5's default only: its halves get the rest)
     v, how = ask(text, timeout_ms, ladder=len(goals) == 1)
+    if v == "unknown" and not quantified(text):
+        # quantifier-free: decidable, so a longer limit is what helps (before halving)
+        g.asks += 1
+        v, how = ask(text, QF_RETRY * timeout_ms)
+        how = f"{QF_RETRY}x the limit"
     if v == "unsat":
         if how != "plain":
             g.how = g.how or how
@@ -237,11 +249,6 @@ def _confirm(g: Group, goals: list[z3.BoolRef], timeout_ms: int, cases: bool) ->
         v = _single(g, g.hyp, goals[0], timeout_ms)
         if v == "unknown" and cases:
             v = _cases(g, goals[0], timeout_ms)
-    elif v == "unknown":  # quantifier-free: decidable, so only a longer limit helps
-        g.asks += 1
-        v, _ = ask(text, QF_RETRY * timeout_ms)
-        if v == "unsat":
-            g.how = f"{QF_RETRY}x the limit"
     return [v]
 
 

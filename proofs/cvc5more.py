@@ -14,12 +14,13 @@ disagreement (a model of a group, a half or a part is a model of one of the quer
 z3 proved unsat) and fails the row; ``unknown`` and text cvc5 refuses are *not
 confirmed*, and the row names them.
 
-The export is z3's own SMT-LIB 2 text, with three rewrites cvc5 needs, each an
-equisatisfiable query: lambdas lifted to arrays with axioms (:func:`smtlib.lift_lambdas`),
-the event log's folds abstracted (:func:`smtlib.abstract_folds`: unsat proves the
-original unsat), and arrays with several indices (z3's ``(Array Int Int Int)``, which
-cvc5 1.4.2 refuses: "Illegal array type") that appear only as ``select``'s array
-written as functions of those indices (:func:`uncurry_arrays`).
+The export is z3's own SMT-LIB 2 text, with four rewrites cvc5 needs: lambdas lifted
+to arrays with axioms (:func:`smtlib.lift_lambdas`), the event log's folds abstracted
+(:func:`smtlib.abstract_folds`: unsat proves the original unsat), arrays with several
+indices (z3's ``(Array Int Int Int)``, which cvc5 1.4.2 refuses: "Illegal array type")
+that appear only as ``select``'s array written as functions of those indices
+(:func:`uncurry_arrays`), each an equisatisfiable query, and a constant array's
+negative default written as one literal (:func:`negative_defaults`, the same query).
 
 Each row asks, besides, one query cvc5 must not find unsat: a group's goals without
 their hypothesis, one z3 finds sat (cvc5 unsat there is a disagreement, so that a
@@ -107,7 +108,18 @@ def export(query: list[z3.BoolRef]) -> str:
     text = smtlib.to_smt2_lifted(query)
     # (z3 sometimes prints a nullary constructor as the indexed ``(_ c c)``: the same term)
     text = re.sub(r"\(_ (" + _SYM + r"+) \1\)", r"\1", text)
-    return uncurry_arrays(text)
+    return negative_defaults(uncurry_arrays(text))
+
+
+_CONST_NEG = re.compile(r"\(\(as const ((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\) \(- (\d+)\)\)")
+
+
+def negative_defaults(text: str) -> str:
+    """``text`` with a constant array's negative default written as one literal:
+    ``((as const S) (- 3))`` as ``((as const S) -3)``, the same integer. cvc5 1.4.2 wants
+    a value there and refuses ``(- 3)``, an application of unary minus ("expected a
+    value": the pool's ``touch`` from source fills its arrays with -3)."""
+    return _CONST_NEG.sub(r"((as const \1) -\2)", text)
 
 
 def quantified(text: str) -> bool:

@@ -140,3 +140,15 @@ def test_the_dashboard_says_which_solvers_confirmed_each_part() -> None:
     checks = proof_checks(rows)
     (second,) = [c for c in checks if c.name.startswith("cvc5 re-checks")]
     assert "solvers by part: " in second.summary and not second.ok
+
+
+def test_a_constant_array_with_a_negative_default_is_read_by_cvc5() -> None:
+    a = z3.Array("A", z3.IntSort(), z3.IntSort())
+    i = z3.Int("i")
+    k = z3.K(z3.IntSort(), z3.IntVal(-3))
+    unsat = smtlib.to_smt2([a == k, z3.Select(a, i) != -3])
+    assert "(- 3)" in unsat and cvc5more.ask(unsat)[0].startswith("refused")
+    assert cvc5more.ask(cvc5more.negative_defaults(unsat))[0] == "unsat"
+    sat = smtlib.to_smt2([a == k, z3.Select(a, i) == -3])
+    assert cvc5more.ask(cvc5more.export([a == k, z3.Select(a, i) == -3]))[0] == "sat"
+    assert cvc5more.negative_defaults(sat).count("-3") >= 1

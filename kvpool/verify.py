@@ -406,6 +406,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     """The proofs runner's rows as checks: one per technique, and the extras
     (differential, witnesses, second solver) that fill no column."""
     from kvpool.proofs import runner as proofs
+    from kvpool.proofs.cvc5more import solvers_note
     from kvpool.proofs.eventseq import SEQ_MUTANTS
     from kvpool.proofs.symlists import EVERY_LIST, NO_LIST_RULES
     from kvpool.proofs.symsorts import SORTS_MARK
@@ -670,6 +671,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         extra.summary += "; encoding mutants caught: " + ", ".join(
             f"{sum(v)}/{len(v)} on the {reading} reading" for reading, v in diff_catches.items()
         )
+    if extras["second solver"].summary:  # which parts cvc5 confirmed, and which z3 alone
+        extras["second solver"].summary += "; " + solvers_note(rows)
     for extra in extras.values():
         if not extra.summary:
             extra.ok, extra.summary = False, "not run"

@@ -15,6 +15,7 @@ from . import (
     bmc,
     counting,
     cvc5cases,
+    cvc5more,
     differential,
     eventseq,
     fixedn,
@@ -91,6 +92,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "pool_source": False,
         # impl/pool.py's other hot paths from their source (pyhot.py): () leaves them out
         "hot_source": (),
+        # cvc5 on these parts' proved queries (cvc5more.py): none here
+        "cvc5_more": (),
     },
     # `make proofs` / `make verify`
     "default": {
@@ -162,6 +165,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # (12-05); free_blocks' 99 take 55 CPU s, unpin_blocks' 73 12 CPU s, and their
         # mutants up to 37 CPU s each: in "deep"
         "hot_source": ("get_new_blocks",),
+        # cvc5 on the two-pool, multi-key, symbolic-list parts' proved queries: each over
+        # the 10 CPU s this profile can add (cvc5more.py; docs/06-z3.md): "deep"
+        "cvc5_more": (),
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -214,6 +220,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "symlists": ("proofs", "agreement", "witnesses", "mutants", "sorted-state"),
         "pool_source": True,
         "hot_source": pyhot.METHODS,
+        # cvc5 on every proved query of these parts, and case by case where named
+        "cvc5_more": tuple(cvc5more.FAMILIES),
     },
 }
 
@@ -1520,27 +1528,36 @@ def run(
     if want("spacer") and p["spacer"]:
         rows += run_spacer(p["spacer"], p["spacer_timeout"])
     if want("twopool"):
-        rows += [
-            ObligationResult(**r)
-            for r in twopool.all_rows(
-                p["twopool"],
-                p["fixedn_timeout"] // 2,
-                p["twopool_bmc"],
-                p["twopool_diff"],
-                p["twopool_bmc_proofs"],
-                p["twopool_every_n"],
-            )
-        ]
+        with cvc5more.recorder("twopool" in p["cvc5_more"], "two pools") as rec:
+            rows += [
+                ObligationResult(**r)
+                for r in twopool.all_rows(
+                    p["twopool"],
+                    p["fixedn_timeout"] // 2,
+                    p["twopool_bmc"],
+                    p["twopool_diff"],
+                    p["twopool_bmc_proofs"],
+                    p["twopool_every_n"],
+                )
+            ]
+        rows += [ObligationResult(**r) for r in cvc5more.rows("twopool", rec, p["cvc5_more"])]
         if p["twopool_n"]:  # (twopooln.py: two pools' counts and rules, for every N)
             rows += [
                 ObligationResult(**r) for r in twopooln.all_rows(p["ind_timeout"], p["twopool_n"])
             ]
     if want("multikey"):  # blocks with several keys (multikey.py)
-        rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]
+        with cvc5more.recorder("multikey" in p["cvc5_more"], "multi-key") as rec:
+            rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]
+        rows += [ObligationResult(**r) for r in cvc5more.rows("multikey", rec, p["cvc5_more"])]
     if want("symlists") and p["symlists"]:
-        rows += run_symlists(p["symlists"], p["ind_timeout"])
+        with cvc5more.recorder("symlists" in p["cvc5_more"], "symlists") as rec:
+            rows += run_symlists(p["symlists"], p["ind_timeout"])
+        rows += [ObligationResult(**r) for r in cvc5more.rows("symlists", rec, p["cvc5_more"])]
     if want("pool-source") and p["pool_source"]:
-        rows += run_pool_source(2 * p["ind_timeout"], pool_replay=pool_replay)
+        with cvc5more.recorder("pool-source" in p["cvc5_more"], "pool source") as rec:
+            rows += run_pool_source(2 * p["ind_timeout"], pool_replay=pool_replay)
+        more = cvc5more.rows("pool-source", rec, p["cvc5_more"])
+        rows += [ObligationResult(**r) for r in more]
     if want("pool-source") and p["hot_source"]:
         rows += run_hot_source(p["hot_source"], 2 * p["ind_timeout"], pool_replay=pool_replay)
     return rows

@@ -1,0 +1,459 @@
+"""cvc5 on the proof parts the other cvc5 rows do not reach: two pools, blocks with
+several keys, lists of symbolic length, and ``impl/pool.py``'s ``touch`` from source.
+
+Each of those parts runs with its queries recorded (:func:`model.recording`, as the
+every-N induction's are). Every query z3 proved there is re-asked of cvc5 here, grouped:
+the queries z3 proved under one hypothesis (one case of one obligation, or of a case
+split on the call's kind) are asked as one query, the hypothesis and the disjunction of
+the negated goals, which is unsat iff each of them is. Where cvc5 leaves a group
+unknown it is asked again in halves, down to single queries; a quantified single query
+is then asked under each of :data:`LADDER`'s options, then split into its goal's parts
+(:func:`smtlib.split_queries`), each part under each option. A query is *confirmed*
+only if cvc5 says unsat on it, or on every part of it; a ``sat`` anywhere is a
+disagreement (a model of a group, a half or a part is a model of one of the queries
+z3 proved unsat) and fails the row; ``unknown`` and text cvc5 refuses are *not
+confirmed*, and the row names them.
+
+The export is z3's own SMT-LIB 2 text, with four rewrites cvc5 needs: lambdas lifted
+to arrays with axioms (:func:`smtlib.lift_lambdas`), the event log's folds abstracted
+(:func:`smtlib.abstract_folds`: unsat proves the original unsat), arrays with several
+indices (z3's ``(Array Int Int Int)``, which cvc5 1.4.2 refuses: "Illegal array type")
+that appear only as ``select``'s array written as functions of those indices
+(:func:`uncurry_arrays`), each an equisatisfiable query, and a constant array's
+negative default written as one literal (:func:`negative_defaults`, the same query).
+
+Each row asks, besides, one query cvc5 must not find unsat: a group's goals without
+their hypothesis, one z3 finds sat (cvc5 unsat there is a disagreement, so that a
+reader that lost the query's meaning on the way cannot pass).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3  # type: ignore[import-untyped]
+
+from . import cvc5cases, smtlib
+from .model import Record, constants, named, recording
+
+TIMEOUT_MS = 5000
+"""cvc5's time limit per ask (wall clock, as :func:`smtlib.cvc5_check`'s)."""
+
+QF_RETRY = 4
+"""A quantifier-free group or query cvc5 leaves unknown is asked once more with this many
+times the limit before it is halved (at fixed N: one of multikey's at N=3 ran out of its
+5 s under load)."""
+
+MAX_ASKS = 40
+"""At most this many asks per group (halves included); past it, what is left is not
+confirmed. Halving a group of n queries that all run out of time would take 2n - 1."""
+
+LADDER: tuple[dict[str, str], ...] = (
+    {},
+    {"full-saturate-quant": "true"},
+    {"mbqi": "true", "fmf-bound": "true"},
+)
+"""cvc5's settings tried in turn on a quantified query it leaves unknown (a
+quantifier-free one is asked once: these settings act on quantifiers only). Measured
+on the symbolic lists' queries (2026-12-05): ``full-saturate-quant`` settles the loop
+steps of PERM for Touch and UnpinBlocks, ``mbqi`` with ``fmf-bound`` the one for
+FreeBlocks; ``enum-inst``, ``mbqi`` alone and ``cegqi=false`` settled none that these
+did not."""
+
+FAMILIES: dict[str, str] = {
+    "twopool": "two pools (fixed-N induction, every-N, their witnesses' and mutants' "
+    "proved conjuncts)",
+    "multikey": "blocks with several keys (fixed-N induction, every-N INV-CACHE and INV-EVENTS)",
+    "symlists": "lists of symbolic length (loop proofs, loop == model.py)",
+    "pool-source": "impl/pool.py's touch from source",
+}
+"""The parts whose proved queries this module re-asks, by the runner's part name."""
+
+
+# -- the export ---------------------------------------------------------------------------
+
+_SYM = r"[A-Za-z0-9~!@$%^&*_+=<>.?/-]"
+
+
+def uncurry_arrays(text: str) -> str:
+    """``text`` with each constant of a multi-index array sort that occurs only as
+    ``select``'s array written as a function of its indices: ``(declare-fun A ()
+    (Array I J E))`` becomes ``(declare-fun A (I J) E)`` and ``(select A i j)``
+    becomes ``(A i j)``. A constant used any other way (stored, compared, passed) is
+    left alone. Equisatisfiable: an array is a total function of its indices, and
+    nothing here asks two arrays to be equal."""
+    decl = re.compile(
+        r"\(declare-fun (" + _SYM + r"+) \(\) \(Array ((?:[A-Za-z]\w* ){2,})(\S+?)\)\)"
+    )
+    for m in list(decl.finditer(text)):
+        name, idx, elem = m.group(1), m.group(2).split(), m.group(3)
+        uses = len(re.findall(rf"(?<!{_SYM}){re.escape(name)}(?!{_SYM})", text))
+        selects = text.count(f"(select {name} ")
+        if uses != selects + 1:
+            continue
+        text = text.replace(m.group(0), f"(declare-fun {name} ({' '.join(idx)}) {elem})")
+        text = text.replace(f"(select {name} ", f"({name} ")
+    return text
+
+
+def export(query: list[z3.BoolRef]) -> str:
+    """``query`` as SMT-LIB 2 text cvc5 reads (the rewrites of the module's doc)."""
+    if smtlib.find_folds(query):
+        query = smtlib.abstract_folds(query)
+    text = smtlib.to_smt2_lifted(query)
+    # (z3 sometimes prints a nullary constructor as the indexed ``(_ c c)``: the same term)
+    text = re.sub(r"\(_ (" + _SYM + r"+) \1\)", r"\1", text)
+    return negative_defaults(uncurry_arrays(text))
+
+
+_CONST_NEG = re.compile(r"\(\(as const ((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\) \(- (\d+)\)\)")
+
+
+def negative_defaults(text: str) -> str:
+    """``text`` with a constant array's negative default written as one literal:
+    ``((as const S) (- 3))`` as ``((as const S) -3)``, the same integer. cvc5 1.4.2 wants
+    a value there and refuses ``(- 3)``, an application of unary minus ("expected a
+    value": the pool's ``touch`` from source fills its arrays with -3)."""
+    return _CONST_NEG.sub(r"((as const \1) -\2)", text)
+
+
+def quantified(text: str) -> bool:
+    return "(forall" in text or "(exists" in text
+
+
+def ask(text: str, timeout_ms: int = TIMEOUT_MS, ladder: bool = True) -> tuple[str, str]:
+    """cvc5's verdict on ``text``, and the settings that gave it: a quantifier-free
+    query once, in this process (cvc5 keeps its time limit there); a quantified one
+    in a forked child (:func:`smtlib.cvc5_check_bounded`) under each of :data:`LADDER`
+    (only its first without ``ladder``) until one says sat or unsat. Text cvc5 does
+    not read is "refused (...)"."""
+    if not quantified(text):
+        try:
+            return smtlib.cvc5_check(text, timeout_ms)[0], "plain"
+        except (ValueError, RuntimeError) as exc:
+            return f"refused ({str(exc)[:60]})", "plain"
+    v = "unknown"
+    for opts in LADDER if ladder else LADDER[:1]:
+        v, _ = smtlib.cvc5_check_bounded(text, timeout_ms, options=opts)
+        if v in ("unsat", "sat") or v.startswith("refused"):
+            return v, ",".join(opts) or "plain"
+    return v, "every setting"
+
+
+# -- groups ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    """The queries z3 proved under one obligation name and one hypothesis."""
+
+    name: str
+    hyp: list[z3.BoolRef]
+    goals: list[z3.BoolRef]
+    verdicts: list[str] = field(default_factory=list)  # one per goal, after :func:`confirm`
+    how: str = ""
+    asks: int = 0
+
+
+def groups(records: list[Record]) -> list[Group]:
+    """The proved queries of ``records`` (not a mutant's: names "mutant: ..."), by
+    (name, hypothesis), in the order first met."""
+    out: dict[tuple[str, tuple[int, ...]], Group] = {}
+    for name, hyp, goal, status in records:
+        if status != "proved" or name.startswith("mutant:"):
+            continue
+        key = (name, tuple(h.get_id() for h in hyp))
+        out.setdefault(key, Group(name, list(hyp), [])).goals.append(goal)
+    return list(out.values())
+
+
+def _negated(goals: list[z3.BoolRef]) -> z3.BoolRef:
+    return z3.Not(goals[0]) if len(goals) == 1 else z3.Or(*[z3.Not(g) for g in goals])
+
+
+def _single(g: Group, hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int) -> str:
+    """One query cvc5 left unknown as a whole: its goal's parts, each asked in turn."""
+    parts = smtlib.split_queries(hyp, goal)
+    if len(parts) <= 1:
+        return "unknown"
+    for q in parts:
+        g.asks += 1
+        v, _ = ask(export(q), timeout_ms)
+        if v != "unsat":
+            return v
+    g.how = g.how or f"split into {len(parts)}"
+    return "unsat"
+
+
+def _list_atoms(c: Callable[[str], z3.ExprRef]) -> list[z3.BoolRef]:
+    """A call on a list of symbolic length unrolled to 3 entries: its length is 0, 1, 2;
+    its entries are one block, pairwise."""
+    m, e = c("a.m"), c("a.E")
+    return [
+        m == 0,
+        m == 1,
+        m == 2,
+        z3.Select(e, 0) == z3.Select(e, 1),
+        z3.Select(e, 0) == z3.Select(e, 2),
+        z3.Select(e, 1) == z3.Select(e, 2),
+    ]
+
+
+CASES: dict[str, cvc5cases.Atoms] = {
+    f"symlists: loop == model.py / {op} / lists <= 3": _list_atoms
+    for op in ("FreeBlocks", "UnpinBlocks", "Touch", "CacheBlocks", "EvictBlocks")
+}
+"""Obligation name -> the atoms a query of it cvc5 leaves unknown (whole, and split into
+its goal's parts) is asked on case by case (:func:`smtlib.cvc5_confirm_cases`, as
+:mod:`.cvc5cases` does for the every-N induction). The loop == model.py agreement of
+FreeBlocks and UnpinBlocks needed it (2026-12-05: UnpinBlocks's 15 cases, 229 s of wall
+time under load average 13-19)."""
+
+
+def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
+    if g.name not in CASES:
+        return "unknown"
+    consts = constants([*g.hyp, goal])
+    try:
+        atoms = [z3.simplify(a) for a in CASES[g.name](lambda x: consts[x])]
+    except KeyError:  # (a constant the atoms name is not in the query)
+        return "unknown"
+    v, leaves = smtlib.cvc5_confirm_cases(g.hyp, goal, atoms, timeout_ms)
+    g.asks += leaves
+    if v == "unsat":
+        g.how = f"cases: {leaves}"
+    return v
+
+
+def _confirm(g: Group, goals: list[z3.BoolRef], timeout_ms: int, cases: bool) -> list[str]:
+    if g.asks >= MAX_ASKS:  # (the group's budget is spent: the rest are not confirmed)
+        return ["unknown"] * len(goals)
+    g.asks += 1
+    text = export([*g.hyp, _negated(goals)])
+    # (a group of several queries gets cvc5's default only: its halves get the rest)
+    v, how = ask(text, timeout_ms, ladder=len(goals) == 1)
+    if v == "unknown" and not quantified(text):
+        # quantifier-free: decidable, so a longer limit is what helps (before halving)
+        g.asks += 1
+        v, how = ask(text, QF_RETRY * timeout_ms)
+        how = f"{QF_RETRY}x the limit"
+    if v == "unsat":
+        if how != "plain":
+            g.how = g.how or how
+        return ["unsat"] * len(goals)
+    if v == "sat" and len(goals) == 1:
+        return ["sat"]
+    if v.startswith("refused"):
+        return [v] * len(goals)
+    if len(goals) > 1:  # unknown, or sat (then the halves find which query): in halves
+        g.how = g.how or "in halves"
+        half = len(goals) // 2
+        left = _confirm(g, goals[:half], timeout_ms, cases)
+        if "sat" in left:  # (a disagreement: the rest need not be asked)
+            return left + ["not asked"] * (len(goals) - half)
+        return left + _confirm(g, goals[half:], timeout_ms, cases)
+    if quantified(text):
+        v = _single(g, g.hyp, goals[0], timeout_ms)
+        if v == "unknown" and cases:
+            v = _cases(g, goals[0], timeout_ms)
+    return [v]
+
+
+def confirm(g: Group, timeout_ms: int = TIMEOUT_MS, cases: bool = False) -> Group:
+    """cvc5's verdict on each of ``g``'s queries (``g.verdicts``), asked as the module's
+    doc says; with ``cases``, a single query still unknown is asked case by case on the
+    atoms :data:`CASES` names for its obligation."""
+    g.verdicts = _confirm(g, g.goals, timeout_ms, cases)
+    g.how = g.how or "whole"
+    return g
+
+
+def probe(gs: list[Group], timeout_ms: int = TIMEOUT_MS, tries: int = 3) -> tuple[str, str]:
+    """A query that must come out sat: a group's goals with no hypothesis (the first
+    of ``tries`` groups that has one and whose such query z3 finds sat). Returns z3's
+    and cvc5's verdicts ("none", "none" when no group has one)."""
+    for g in [g for g in gs if g.hyp][:tries]:
+        query = [_negated(g.goals)]
+        zv, _ = smtlib.z3_check(smtlib.to_smt2(query), timeout_ms)
+        if zv == "sat":
+            return zv, ask(export(query), timeout_ms)[0]
+    return "none", "none"
+
+
+def _label(g: Group) -> str:
+    """The group's obligation name, and the constants its hypothesis fixes (the call's
+    kind, the calling pool) where the name alone does not tell the case."""
+    fixed = smtlib._fixed_constants(g.hyp)
+    return g.name + (f" [{', '.join(f'{x}={c}' for x, c in fixed)}]" if fixed else "")
+
+
+def row(
+    part: str,
+    records: list[Record],
+    timeout_ms: int = TIMEOUT_MS,
+    cases: bool = False,
+    with_probe: bool = True,
+) -> dict[str, Any]:
+    """cvc5 on every query z3 proved among ``records`` (one part's, :data:`FAMILIES`),
+    as a ``runner.ObligationResult(**row)`` of kind "second solver": "agree" when cvc5
+    confirms every one, "partly-confirmed" when it disagrees with none but leaves some
+    not confirmed (named), "disagree" on any sat (or an unsat on the probe z3 finds sat),
+    "not-run" when z3 proved nothing here."""
+    t0 = time.perf_counter()
+    gs = [confirm(g, timeout_ms, cases) for g in groups(records)]
+    n_queries = sum(len(g.goals) for g in gs)
+    by_name: dict[str, list[str]] = {}
+    for g in gs:
+        by_name.setdefault(_label(g), []).extend(g.verdicts)
+    confirmed = [n for n, vs in by_name.items() if all(v == "unsat" for v in vs)]
+    disagree = [n for n, vs in by_name.items() if "sat" in vs]
+    open_ = [
+        f"{n} ({sum(v != 'unsat' for v in vs)} of {len(vs)}: "
+        f"{', '.join(sorted({v for v in vs if v != 'unsat'}))})"
+        for n, vs in by_name.items()
+        if n not in confirmed and n not in disagree
+    ]
+    zp, cp = probe(gs, timeout_ms) if with_probe and gs else ("none", "none")
+    # (z3 sat and cvc5 unsat on the probe is a disagreement; a probe cvc5 cannot decide,
+    # or no group with one, is reported in the row, not counted either way)
+    bad_probe = zp == "sat" and cp == "unsat"
+    status = (
+        "not-run"
+        if not gs
+        else "disagree"
+        if disagree or bad_probe
+        else "partly-confirmed"
+        if open_
+        else "agree"
+    )
+    hows = sorted({g.how for g in gs if g.how != "whole"})
+    n_ok = sum(v == "unsat" for g in gs for v in g.verdicts)
+    return dict(
+        obligation=f"cvc5 re-checks {FAMILIES.get(part, part)}",
+        kind="second solver",
+        technique="cvc5 (SMT-LIB 2 from z3, grouped by hypothesis)",
+        invariants=(),
+        bounds=f"{part}: cvc5 confirms {n_ok} of {n_queries} queries z3 proved "
+        f"({len(confirmed)} of {len(by_name)} obligation cases; {len(gs)} groups, "
+        f"{sum(g.asks for g in gs)} asks, {timeout_ms // 1000} s each"
+        + (f"; settled {', '.join(hows)}" if hows else "")
+        + f"); probe {zp}/{cp}"
+        + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
+        status=status,
+        seconds=time.perf_counter() - t0,
+        replay="; ".join(
+            ([f"cvc5 says sat (disagrees) on: {', '.join(disagree)}"] if disagree else [])
+            + ([f"the probe: z3 {zp}, cvc5 {cp} (disagree)"] if bad_probe else [])
+            + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
+        ),
+    )
+
+
+@contextlib.contextmanager
+def recorder(on: bool, name: str) -> Iterator[list[Record]]:
+    """The queries z3 asks inside the block, recorded under ``name`` (where the part names
+    none of its own), when ``on``; else nothing is recorded (the list stays empty), and
+    the part runs exactly as without it (recording keeps every query's terms alive,
+    which changes the term ids later queries of the process get)."""
+    if not on:
+        yield []
+        return
+    with recording() as rec, named(name):
+        yield rec
+
+
+def rows(part: str, records: list[Record], on: tuple[str, ...]) -> list[dict[str, Any]]:
+    """:func:`row` of ``part`` (asked case by case where :data:`CASES` names atoms) when
+    the profile's ``cvc5_more`` names it (``on``), else none."""
+    return [row(part, records, cases=True)] if part in on else []
+
+
+# -- which solvers confirmed what (the dashboard's note) ------------------------------------
+
+ONE_SOLVER = ("z3 BMC", "z3 Spacer (fixed N)")
+"""Techniques whose proofs are never sent to cvc5: BMC's unrolled queries (its rows are
+"bounded", a cross-check of the fixed-N induction) and Spacer's Horn clauses."""
+
+
+def _part_of(r: Any) -> str | None:
+    """The proof part a row labelled proved belongs to (None: not a proof row)."""
+    if r.status != "proved":
+        return None
+    where = f"{r.obligation} {r.bounds}"
+    if r.technique in ONE_SOLVER:
+        return str(r.technique)
+    if r.kind == "pool-source":
+        return "pool-source"
+    if "two pools" in where:
+        return "twopool"
+    if "multi-key" in where:
+        return "multikey"
+    if r.bounds.startswith("every N, every list length"):
+        return "symlists"
+    if "event log a sequence" in r.bounds:
+        return "event log"
+    if r.kind == "fixed-N":
+        return "fixed-N"
+    if r.technique == "refinement (from source)":
+        return "source"
+    if r.technique == "refinement":
+        return "transcribed"
+    if r.kind == "inductive":
+        return "every-N"
+    return None
+
+
+_CVC5_ROWS: tuple[tuple[str, str], ...] = (
+    ("event log", "cvc5 re-checks the event log"),
+    ("every-N", "cvc5 re-checks the every-N"),
+    ("transcribed", "cvc5 re-checks the list refinement"),
+    ("source", "cvc5 re-checks free_queue.py"),
+    *((part, f"cvc5 re-checks {label}") for part, label in FAMILIES.items()),
+)
+
+
+def solvers_note(rows: list[Any]) -> str:
+    """Per proof part of ``rows``: how many rows z3 proved there, and which solvers
+    confirmed them: "z3 + cvc5" when the part's cvc5 rows all agree, "z3 + cvc5
+    (partly)" when cvc5 left some query not confirmed (the cvc5 row names it), "z3
+    only" when no cvc5 row covers the part in this run (never counted as confirmed).
+    The fixed-N induction's cvc5 rows are per N."""
+    proved: dict[str, int] = {}
+    fixed_ns: set[str] = set()
+    for r in rows:
+        part = _part_of(r)
+        if part is not None:
+            proved[part] = proved.get(part, 0) + 1
+            if part == "fixed-N":
+                fixed_ns.add(r.bounds.split(",")[0])
+    cvc5: dict[str, list[str]] = {}
+    for r in rows:
+        if r.kind != "second solver":
+            continue
+        if r.obligation.startswith("cvc5 re-checks N="):
+            cvc5.setdefault("fixed-N", []).append(r.status)
+            fixed_ns.discard(r.obligation.removeprefix("cvc5 re-checks "))
+        for part, prefix in _CVC5_ROWS:
+            if r.obligation.startswith(prefix):
+                cvc5.setdefault(part, []).append(r.status)
+    out = []
+    for part, n in proved.items():
+        seen = cvc5.get(part, [])
+        who = (
+            "z3 only"
+            if not seen
+            else "z3, cvc5 DISAGREES"
+            if "disagree" in seen
+            else "z3 + cvc5"
+            if all(s == "agree" for s in seen)
+            else "z3 + cvc5 (partly)"
+        )
+        if part == "fixed-N" and seen and fixed_ns:
+            who += f"; z3 only at {', '.join(sorted(fixed_ns))}"
+        out.append(f"{part} ({n} rows): {who}")
+    return "solvers by part: " + "; ".join(out) if out else ""

@@ -297,6 +297,14 @@ def queue_replay() -> Any:
     return lambda case: pyrefine.replay(case, FreeKVCacheBlockQueue, KVCacheBlock)
 
 
+def _mutant_name(obligation: str) -> str:
+    """The mutant a proof row names in brackets, with what follows the brackets:
+    ``"INV-CACHE [mk-x] (every N)"`` is ``"mk-x (every N)"``, ``"INV-REF [bug]"`` is
+    ``"bug"``."""
+    inside, _, after = obligation.rpartition("[")[2].partition("]")
+    return f"{inside} {after.strip()}".strip()
+
+
 def source_mutants() -> tuple[dict[str, tuple[str, tuple[tuple[str, str], ...]]], Any]:
     """The "source" proof part's mutants: the proof's own and every queue mutant of the
     catalogue, applied to ``impl/free_queue.py``; and the replay of a counterexample on
@@ -454,13 +462,13 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             if "[" not in r.obligation:
                 extra.summary += f"; {r.obligation}: {r.status} ({r.bounds})"
             else:
-                extra.summary += f"; mutant {r.obligation.rsplit('[', 1)[-1]} {r.status}"
+                extra.summary += f"; mutant {_mutant_name(r.obligation)} {r.status}"
             if not r.ok:
                 extra.summary += f" NOT ok: {r.replay}"
             continue
         if r.kind == "differential" and r.status in ("caught", "missed"):
             # one row per (reading, mutant): counted, and the mutant's catch recorded
-            name = r.obligation.rsplit("[", 1)[-1].rstrip("]")
+            name = _mutant_name(r.obligation)
             reading = r.bounds.split(":", 1)[0]
             diff_catches.setdefault(reading, []).append(r.ok)
             extra = extras["differential"]
@@ -516,7 +524,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
         if r.technique == proofs.SOURCE_TECHNIQUE and r.kind == "refinement":
             n_methods[r.ok] = n_methods.get(r.ok, 0) + 1
         if r.kind == "mutant":
-            name = r.obligation.rsplit("[", 1)[-1].rstrip("]")
+            name = _mutant_name(r.obligation)
             if r.technique == proofs.SOURCE_TECHNIQUE:
                 # a catalogue mutant keeps its name (the catalogue table shows who caught
                 # it); the proof's own mutants of the source are named as such

@@ -381,3 +381,10 @@ def test_a_mutant_the_differential_misses_fails_its_check() -> None:
     assert diff.caught["spec:front-reversed"] is False
     assert "NOT caught on the finite reading: front-reversed" in diff.summary
     assert "1/2 on the finite reading" in diff.summary
+
+
+def test_a_mutant_row_is_named_without_its_brackets() -> None:
+    # A multi-key every-N row reads "INV-CACHE [bug] (every N)": the dashboard showed
+    # "spec:bug] (every N)" when it cut at the last "[" and stripped a trailing "]".
+    assert verify._mutant_name("INV-CACHE [mk-x] (every N)") == "mk-x (every N)"
+    assert verify._mutant_name("INV-REF [no-underflow-check]") == "no-underflow-check"

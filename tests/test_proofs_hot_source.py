@@ -232,6 +232,10 @@ def test_the_dashboard_shows_the_part_on_its_own_line_and_fails_on_a_bad_row() -
     ]
     line = {c.name: c for c in verify.proof_checks(good)}[label]
     assert line.ok and "watched-last-only" in line.summary and "get_new_blocks" in line.summary
+    # the label claims no method: make verify proves get_new_blocks only, and its line
+    # once named all three
+    assert not any(m in label for m in ("free_blocks", "unpin_blocks", "get_new_blocks"))
+    assert not line.summary.startswith(";")
     bad = [row("BlockPool.get_new_blocks does the spec's step, from source", "unknown")]
     assert not {c.name: c for c in verify.proof_checks(bad)}[label].ok
 

@@ -8,11 +8,14 @@ oracle itself (with its traceback); 130 when interrupted (Ctrl-C, SIGTERM).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import json
 import os
 import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -153,17 +156,45 @@ def render(result: ReplayResult, title: str) -> Table:
     return table
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # the same path as Ctrl-C: every child process group is ended
+class _Interrupts:
+    """Ctrl-C and SIGTERM as a KeyboardInterrupt that is not lost.
+
+    Python runs a signal's handler wherever the main thread is, and a KeyboardInterrupt
+    raised inside a callback that swallows exceptions (a gc callback of Hypothesis's, a
+    ``__del__``) is printed as "Exception ignored" and gone: the oracle then waited on a
+    hung target's call for the rest of its timeout (seen once in CI). So the first signal
+    also starts a watchdog that raises it again every ``every`` seconds until the main
+    thread has :attr:`caught` it."""
+
+    def __init__(self, every: float = 2.0) -> None:
+        self.every = every
+        self.caught = False
+        self._watchdog: threading.Thread | None = None
+
+    def handler(self, signum: int, frame: Any) -> None:
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._again, args=(signum,), daemon=True)
+            self._watchdog.start()
+        raise KeyboardInterrupt  # the same path for both: every child process group is ended
+
+    def _again(self, signum: int) -> None:
+        while True:
+            time.sleep(self.every)
+            if self.caught:
+                return
+            # runs :meth:`handler` again, in the main thread
+            _thread.interrupt_main(signal.Signals(signum))
 
 
 class _Kvpool(click.Group):
     """The ``kvpool`` group: one exit code per meaning (:mod:`.exits`) for every subcommand."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        old = None
+        interrupts = _Interrupts()
+        old: dict[int, Any] = {}
         with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
-            old = signal.signal(signal.SIGTERM, _on_sigterm)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                old[sig] = signal.signal(sig, interrupts.handler)
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.Abort, SystemExit):
@@ -180,6 +211,7 @@ class _Kvpool(click.Group):
             click.echo(f"kvpool: VIOLATION: target crashed: {_one_line(str(exc))}", err=True)
             ctx.exit(VIOLATION)
         except KeyboardInterrupt:
+            interrupts.caught = True
             _end_children()
             click.echo("kvpool: interrupted", err=True)
             ctx.exit(INTERRUPTED)
@@ -192,8 +224,9 @@ class _Kvpool(click.Group):
             )
             ctx.exit(ORACLE_ERROR)
         finally:
-            if old is not None:
-                signal.signal(signal.SIGTERM, old)
+            interrupts.caught = True
+            for signum, handler in old.items():
+                signal.signal(signum, handler)
 
 
 def _one_line(text: str, limit: int = 500) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -276,3 +277,26 @@ def test_a_cmd_target_that_hangs_mid_search_is_shrunk_like_any_failure(
     assert again.divergence is not None and again.divergence.rule == "target hung"
     if target.close:
         target.close()
+
+
+def test_an_interrupt_swallowed_once_is_raised_again() -> None:
+    # A signal's KeyboardInterrupt raised inside a callback that swallows it (a gc
+    # callback) was lost, and the oracle went on waiting on a hung target (CI, SIGTERM):
+    # the first signal starts a watchdog that raises it again until it is caught.
+    from kvpool.oracle.cli import _Interrupts
+
+    interrupts = _Interrupts(every=0.2)
+    old = signal.signal(signal.SIGTERM, interrupts.handler)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # the one a callback swallows
+            interrupts.handler(signal.SIGTERM, None)
+        with pytest.raises(KeyboardInterrupt):
+            try:
+                time.sleep(10)  # without the watchdog: nothing comes, the test fails
+            except KeyboardInterrupt:
+                interrupts.caught = True
+                raise
+    finally:
+        interrupts.caught = True
+        signal.signal(signal.SIGTERM, old)
+    time.sleep(0.5)  # the watchdog has ended: nothing is raised once caught

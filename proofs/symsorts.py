@@ -1275,8 +1275,9 @@ def agreement_goals(
     ops: tuple[str, ...] = symlists.LIST_OPS,
 ) -> list[symlists.Goal]:
     """Each call's agreement proved (one query). With ``refute`` (a bug's search): each
-    conjunct of the goal asked apart at N = 3, z3 seeds 0..2, until one is refuted (the
-    whole goal's equalities of arrays built from lambdas leave z3 "unknown" on a model)."""
+    conjunct of the goal asked apart at N = 3, z3 seeds 0..3 (time doubling, to 4x),
+    until one is refuted (the whole goal's equalities of arrays built from lambdas leave
+    z3 "unknown" on a model)."""
     out: list[symlists.Goal] = []
     for r, op, hyp, goal, ctx in agreement_obligations(bugs):
         if op not in ops:
@@ -1289,11 +1290,11 @@ def agreement_goals(
             continue
         status, dt, m, seen = "proved", 0.0, None, set()
         for c in _conjuncts(goal):
-            for seed in range(3):
+            for seed in range(4):
                 with named(f"{name} / a conjunct at N=3"):
                     # each seed doubles the time: z3's limit is wall-clock, and a loaded
                     # machine (CI's two workers) left this unknown at 5 s
-                    budget = timeout_ms << seed
+                    budget = min(timeout_ms << seed, 4 * timeout_ms)
                     st, took, m = isolated_check([*hyp, ctx[0] == 3], c, budget, seed)
                 dt += took
                 if st != "unknown":

@@ -1573,6 +1573,25 @@ caller that may import ``impl`` passes it): "confirmed: ..." when only the patch
 disagrees with the spec."""
 
 
+def _judge_pool_mutant(
+    mrow: ObligationResult,
+    case: Any,
+    patches: tuple[pyrefine.Patch, ...],
+    pool_replay: PoolReplay | None,
+) -> None:
+    """A pool-source mutant's row from z3's counterexample ``case`` (None: not refuted),
+    replayed on the patched pool class when the caller can import ``impl``."""
+    if case is None:
+        mrow.status = "NOT-refuted"
+    elif pool_replay is None:
+        mrow.trace, mrow.status = [str(case)], "expected-refuted"
+        mrow.replay = "refuted by z3 (not replayed here: proofs import no impl)"
+    else:
+        mrow.trace, mrow.replay = [str(case)], pool_replay(case, patches)
+        ok = mrow.replay.startswith("confirmed")
+        mrow.status = "expected-refuted" if ok else "NOT-confirmed"
+
+
 def run_pool_source(
     timeout_ms: int = 120000,
     mutants: dict[str, tuple[str, tuple[pyrefine.Patch, ...]]] | None = None,
@@ -1638,15 +1657,7 @@ def run_pool_source(
             rows.append(mrow)
             continue
         mrow.seconds = time.perf_counter() - t0
-        if hit is None or case is None:
-            mrow.status = "NOT-refuted"
-        elif pool_replay is None:
-            mrow.trace, mrow.status = [str(case)], "expected-refuted"
-            mrow.replay = "refuted by z3 (not replayed here: proofs import no impl)"
-        else:
-            mrow.trace, mrow.replay = [str(case)], pool_replay(case, patches)
-            ok = mrow.replay.startswith("confirmed")
-            mrow.status = "expected-refuted" if ok else "NOT-confirmed"
+        _judge_pool_mutant(mrow, None if hit is None else case, patches, pool_replay)
         rows.append(mrow)
     return rows
 
@@ -1711,14 +1722,6 @@ def run_hot_source(
             rows.append(mrow)
             continue
         mrow.seconds = time.perf_counter() - t0
-        if case is None:
-            mrow.status = "NOT-refuted"
-        elif pool_replay is None:
-            mrow.trace, mrow.status = [str(case)], "expected-refuted"
-            mrow.replay = "refuted by z3 (not replayed here: proofs import no impl)"
-        else:
-            mrow.trace, mrow.replay = [str(case)], pool_replay(case, patches)
-            ok = mrow.replay.startswith("confirmed")
-            mrow.status = "expected-refuted" if ok else "NOT-confirmed"
+        _judge_pool_mutant(mrow, case, patches, pool_replay)
         rows.append(mrow)
     return rows

@@ -15,7 +15,10 @@ code it names and nothing is kept in a second copy:
 * ``no-ownership-test``: ``touch`` with no per-block test at all (unsafe: the floor of
   any ownership test);
 * ``nor-rollback-links``: nor the neighbour each unlinked block keeps for a refusal's
-  rollback (so no ``unlinked`` flag, and no pass after the loop to empty those links).
+  rollback (so no ``unlinked`` flag, and no pass after the loop to empty those links);
+* ``unlink-after-pass``: the pass only counts (a free block stays linked, and a refusal
+  only gives the counts back); after it, the blocks still linked leave the queue, each
+  through ``_remove`` (the idea before dancing links, without the list it kept).
 
 Every variant replays benchmarks/vllm_paths.py's traces (the same calls of vLLM's API on
 a fresh pool of each kind, each call timed, each call's fastest time over ``repeats``
@@ -90,11 +93,32 @@ NOR_ROLLBACK: tuple[Patch, ...] = (
     ),
 )
 
+UNLINK_AFTER: tuple[Patch, ...] = (
+    (
+        "                    prev = block.prev_free_block\n"
+        "                    self.free_block_queue._remove(block)\n"
+        "                    block.prev_free_block = prev\n"
+        "                    unlinked = True\n",
+        "                    unlinked = True\n",
+    ),
+    (
+        "                if block.prev_free_block is not None:\n"
+        "                    block.prev_free_block = None\n",
+        "                if block.prev_free_block is not None:\n"
+        "                    self.free_block_queue._remove(block)\n",
+    ),
+    (
+        "unlinked = list({id(b): b for b in done if b.prev_free_block is not None}.values())",
+        "unlinked: list[Any] = []",
+    ),
+)
+
 VARIANTS: dict[str, tuple[Patch, ...]] = {
     "kvpool": (),
     "pool-class": POOL_CLASS,
     "no-ownership-test": NO_OWNERSHIP_TEST,
     "nor-rollback-links": NOR_ROLLBACK,
+    "unlink-after-pass": UNLINK_AFTER,
 }
 
 
@@ -152,21 +176,27 @@ def replay(
 
 
 def run(
-    rounds: int, repeats: int, pools: int, chunk: int, num_blocks: int, steps: int
+    variants: Sequence[str],
+    rounds: int,
+    repeats: int,
+    pools: int,
+    chunk: int,
+    num_blocks: int,
+    steps: int,
 ) -> dict[str, dict[str, list[list[float]]]]:
-    """mix -> call -> per variant, its ratio to vLLM's time in each round."""
+    """mix -> call -> per variant (in ``variants``' order), its ratio to vLLM's time per round."""
     module = vp._vllm_module()
     kinds: dict[str, Callable[[], Any]] = {
         "vllm": lambda: module.BlockPool(num_blocks, True, vp.BLOCK)
     }
-    for name in VARIANTS:
+    for name in variants:
         kinds[name] = _maker(variant(name), num_blocks)
     names = list(kinds)
     out: dict[str, dict[str, list[list[float]]]] = {}
     for mix in ("serving", "lookup-heavy"):
         actions = vp.record(module, mix, num_blocks, steps)
         expected = _ids(kinds["vllm"](), actions)
-        for name in VARIANTS:
+        for name in variants:
             if _ids(kinds[name](), actions) != expected:
                 raise SystemExit(f"{name} hands out other blocks than vLLM on this trace")
         totals: dict[str, dict[str, list[float]]] = {k: {c: [] for c in vp.CALLS} for k in names}
@@ -187,17 +217,17 @@ def run(
         out[mix] = {
             c: [
                 [x / y for x, y in zip(totals[k][c], totals["vllm"][c], strict=True)]
-                for k in VARIANTS
+                for k in variants
             ]
             for c in vp.CALLS
         }
     return out
 
 
-def markdown(result: dict[str, dict[str, list[list[float]]]]) -> str:
+def markdown(variants: Sequence[str], result: dict[str, dict[str, list[list[float]]]]) -> str:
     lines = [
-        "| mix | call | " + " | ".join(VARIANTS) + " |",
-        "| --- | --- |" + " ---: |" * len(VARIANTS),
+        "| mix | call | " + " | ".join(variants) + " |",
+        "| --- | --- |" + " ---: |" * len(variants),
     ]
     for mix, calls in result.items():
         for call, per_variant in calls.items():
@@ -216,9 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=64, help="calls per turn (with --pools)")
     parser.add_argument("--blocks", type=int, default=10_000)
     parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     args = parser.parse_args(argv)
-    result = run(args.rounds, args.repeats, args.pools, args.chunk, args.blocks, args.steps)
-    print(markdown(result))
+    result = run(
+        args.variants, args.rounds, args.repeats, args.pools, args.chunk, args.blocks, args.steps
+    )
+    print(markdown(args.variants, result))
     return 0
 
 

@@ -78,7 +78,9 @@ def evaluate_console(example: Example) -> str | None:
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            # A guard against a hang, not a speed test: CrossHair's example (docs/05)
+            # ran past 120 s in a fresh-clone CI at load 10-12 on 2 cores.
+            timeout=600,
             stdin=subprocess.DEVNULL if "<<" not in command else None,
         )
         got = proc.stdout + proc.stderr

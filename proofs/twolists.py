@@ -138,7 +138,9 @@ BUGS: dict[str, tuple[str, str, str]] = {
 """Seeded bugs: name -> (the obligation it must break, the call it changes, what it
 does)."""
 
-BOUNDS = "two pools, every N_0>=1 and N_1>=1, every list length, keys=2 watchers=2"
+BOUNDS = "two pools, every list length, every N_0>=1 and N_1>=1, keys=2 watchers=2"
+"""A row's bounds (``kvpool.verify`` reads the "two pools, every list length" it opens
+with: twopooln's rows open with "two pools, every N" and hold lists <= 2)."""
 
 
 def pool_cfg(p: int) -> Config:
@@ -1068,7 +1070,7 @@ def witness_row(
         kind="witness",
         technique="z3 induction",
         invariants=(),
-        bounds=f"two pools, every N, every list length: {cases - len(problems)}/{cases} "
+        bounds=f"two pools, every list length, every N: {cases - len(problems)}/{cases} "
         f"distinct hypotheses, a model on a world the spec reaches ({pinned} with "
         f"{UNROLL} entries and the loop's own states), decoded, the call replayed on the "
         "spec",

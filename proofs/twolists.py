@@ -51,8 +51,11 @@ proved, and with the loop unrolled to :data:`UNROLL` entries from a world whose 
 satisfy S (``props.strong``) z3 gives a counterexample that is decoded into a spec
 ``World`` and call: the spec run on it must agree with the correct unrolled loop, and
 part from the buggy one (the call's acceptance, a pool's state). Every distinct
-hypothesis has a model (:func:`witness_row`) at N_0 = N_1 = 3, its pre-world decoded and
-passing ``check_pool``, its call replayed on the spec leaving a world that passes it.
+hypothesis has a model (:func:`witness_row`) whose pre-world is one the spec reaches,
+decoded and passing ``check_pool``, its call replayed on the spec leaving a world that
+passes it. The loops agree with ``twopool.transition2`` (the encoding twopooln proves
+on) on every list of at most 2 entries, from every world whose pools satisfy S
+(:func:`agreement_goals`).
 """
 
 from __future__ import annotations

@@ -60,7 +60,9 @@ on) on every list of at most 2 entries, from every world whose pools satisfy S
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
@@ -925,9 +927,7 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
         trace=[],
         replay="",
     )
-    from .twopooln import witness_worlds
-
-    worlds = witness_worlds()
+    worlds = reached_worlds()
     steps = [o for o in obligations((name,), bugs, (op,)) if "loop step" in o.case]
     notes: list[str] = []
     hit = None
@@ -935,10 +935,15 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
         # as it is (a step proved is not asked again); on a world the spec reaches, the
         # loop's states and ghosts its own after 2 of 3 entries (:func:`_pins`: z3
         # chooses the call); then at each of REFUTE_NS
-        wheres: list[list[Any]] = [[]]
-        wheres += [[*pin_world(ob.wd, w), *_pins(ob)] for w in worlds]
-        wheres += [_sizes(ob.wd, ns) for ns in REFUTE_NS]
-        for at in wheres:
+        def wheres(ob: Obligation = ob) -> Iterator[list[Any]]:
+            yield []
+            pins = _pins(ob)
+            for w in worlds:
+                yield [*pin_world(ob.wd, w), *pins]
+            for ns in REFUTE_NS:
+                yield _sizes(ob.wd, ns)
+
+        for at in wheres():
             # (the probe as it is: short, the proved steps take well under a second)
             limit = timeout_ms if at else min(timeout_ms, PROBE_MS)
             status, dt, m = isolated_check([*ob.hyp, *at], ob.goal, limit)
@@ -968,9 +973,11 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
         hyp, goal = unrolled_goal(bad, name)
         # on worlds the spec reaches first (z3 chooses the call: far quicker than a
         # search over the worlds too), then at each of REFUTE_NS
-        wheres = [pin_world(bad, w) for w in worlds]
-        wheres += [[*_sizes(bad, ns), *_small(bad)] for ns in REFUTE_NS]
-        for at in wheres:
+        unrolled_wheres = (
+            *(pin_world(bad, w) for w in worlds),
+            *([*_sizes(bad, ns), *_small(bad)] for ns in REFUTE_NS),
+        )
+        for at in unrolled_wheres:
             with named(f"two pools, list loops: {name} [{bug}] unrolled <= {UNROLL}"):
                 status, dt, m = isolated_check([*hyp, *at], goal, timeout_ms)
             row["seconds"] += dt
@@ -1020,6 +1027,19 @@ def _pins(ob: Obligation) -> list[Any]:
     return out
 
 
+@cache
+def _reached() -> tuple[World, ...]:
+    from .twopooln import witness_worlds
+
+    return tuple(witness_worlds())
+
+
+def reached_worlds() -> list[World]:
+    """``twopooln.witness_worlds()``: worlds the spec reaches (drawn once a process, by
+    random runs of the spec; copies, so that a caller's replay changes none of them)."""
+    return [w.copy() for w in _reached()]
+
+
 def pin_world(wd: World2, world: World) -> list[Any]:
     """Constraints giving the pre-world the value ``world`` (each pool's state as
     ``differential.encode`` encodes it on the unbounded reading, its size, flags and
@@ -1049,9 +1069,7 @@ def witness_row(
     a refusal leaves and the ghosts those of the loop itself after 2 (a step) or 3
     entries (:func:`_pins`). Decoded, the pre-world passes ``check_pool``, and the call
     replayed on the spec leaves a world that passes it too."""
-    from .twopooln import witness_worlds
-
-    pool = witness_worlds() if worlds is None else worlds
+    pool = reached_worlds() if worlds is None else worlds
     seen: set[tuple[int, ...]] = set()
     problems: list[str] = []
     seconds, cases, pinned = 0.0, 0, 0

@@ -145,8 +145,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # two pools for every N: the POOL_RULES, their witnesses and 3 mutants (twopooln.py:
         # the part 23.1-26.2 -> 31.1 CPU s, side by side); with the counts 38.4: "deep"
         "twopool_n": twopooln.RULE_NAMES,
-        # two pools with lists of symbolic length (twolists.py): ~20 CPU s with its
-        # witnesses and four mutants, over the 10 this profile can add: "deep"
+        # two pools with lists of symbolic length (twolists.py): ~24 CPU s with its
+        # agreement, witnesses and four mutants (72 proofs alone: ~2), over the 10 this
+        # profile can add: "deep"
         "twopool_lists": (),
         # blocks with several keys: induction at N=2,3, 3 of its 5 mutants by BMC (N=3,
         # k=4), 120 differential pairs, INV-CACHE and INV-EVENTS for every N with 4 mutants

@@ -754,7 +754,13 @@ def rows(timeout_ms: int = 60000, names: tuple[str, ...] = NAMES) -> list[dict[s
 # -- the seeded bugs: refuted for every list length, proved with lists <= 2, and replayed ------
 
 PROBE_MS = 3000
-"""z3's limit on a bug's loop step asked as it is, before the pinned searches."""
+"""z3's limit on a bug's loop step asked as it is, before the pinned searches (the
+proved steps take well under a second)."""
+SHORT_MS = 10000
+"""z3's limit (per seed) on a bug's loop step with lists of <= 2 entries (under 2 s)."""
+PIN_MS = 5000
+"""z3's limit on a bug's query on one pinned world (z3 chooses the call: a refutation
+takes well under a second; an unknown moves on to the next world)."""
 
 REFUTE_NS: tuple[tuple[int, int], ...] = ((3, 3), (2, 3), (3, 2), (4, 4))
 """The pool sizes a refutation is looked for at, one after the other (z3 finds a model of
@@ -935,17 +941,15 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
         # as it is (a step proved is not asked again); on a world the spec reaches, the
         # loop's states and ghosts its own after 2 of 3 entries (:func:`_pins`: z3
         # chooses the call); then at each of REFUTE_NS
-        def wheres(ob: Obligation = ob) -> Iterator[list[Any]]:
-            yield []
+        def wheres(ob: Obligation = ob) -> Iterator[tuple[list[Any], int]]:
+            yield [], min(timeout_ms, PROBE_MS)
             pins = _pins(ob)
             for w in worlds:
-                yield [*pin_world(ob.wd, w), *pins]
+                yield [*pin_world(ob.wd, w), *pins], min(timeout_ms, PIN_MS)
             for ns in REFUTE_NS:
-                yield _sizes(ob.wd, ns)
+                yield _sizes(ob.wd, ns), min(timeout_ms, PIN_MS)
 
-        for at in wheres():
-            # (the probe as it is: short, the proved steps take well under a second)
-            limit = timeout_ms if at else min(timeout_ms, PROBE_MS)
+        for at, limit in wheres():
             status, dt, m = isolated_check([*ob.hyp, *at], ob.goal, limit)
             row["seconds"] += dt
             if status == "refuted" and m is not None:
@@ -961,7 +965,8 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
     ob, m = hit
     jv = m.eval(ob.j, model_completion=True) if ob.j is not None else "?"
     notes.append(f"loop step refuted ({ob.case}, entry j={jv})")
-    short = prove([replace(o, hyp=[*o.hyp, o.wd.call.a.m <= LATE]) for o in steps], timeout_ms)
+    bounded = [replace(o, hyp=[*o.hyp, o.wd.call.a.m <= LATE]) for o in steps]
+    short = prove(bounded, min(timeout_ms, SHORT_MS))
     row["seconds"] += sum(g.seconds for g in short)
     if any(g.status != "proved" for g in short):
         row["status"] = "NOT-confirmed"
@@ -974,12 +979,12 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
         # on worlds the spec reaches first (z3 chooses the call: far quicker than a
         # search over the worlds too), then at each of REFUTE_NS
         unrolled_wheres = (
-            *(pin_world(bad, w) for w in worlds),
-            *([*_sizes(bad, ns), *_small(bad)] for ns in REFUTE_NS),
+            *((pin_world(bad, w), min(timeout_ms, PIN_MS)) for w in worlds),
+            *(([*_sizes(bad, ns), *_small(bad)], timeout_ms) for ns in REFUTE_NS),
         )
-        for at in unrolled_wheres:
+        for at, limit in unrolled_wheres:
             with named(f"two pools, list loops: {name} [{bug}] unrolled <= {UNROLL}"):
-                status, dt, m = isolated_check([*hyp, *at], goal, timeout_ms)
+                status, dt, m = isolated_check([*hyp, *at], goal, limit)
             row["seconds"] += dt
             if status != "refuted" or m is None:
                 continue

@@ -396,6 +396,11 @@ invariant S, which ``twopool.every_n_rows`` (rows PERM, INV-REF, ...) proves ind
 two pools: in ``make proofs-deep`` only."""
 
 
+TWO_LISTS = "two pools, every list length"
+"""How a two-pool row proved with lists of symbolic length opens its bounds
+(``proofs/twolists.py``'s BOUNDS)."""
+
+
 def two_every_note(done: list[tuple[str, bool]]) -> str:
     """The z3 induction column's note on what two pools prove for every N (every such row
     ok): rows resting on each pool's S say so unless S's own two-pool rows ran too."""
@@ -453,6 +458,7 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     fixed_two: dict[str, list[str]] = {}
     two_pools: dict[bool, list[tuple[str, str]]] = {}
     two_every: dict[bool, list[tuple[str, bool]]] = {}  # two pools, every N: (name, given S)
+    two_lists: dict[bool, list[str]] = {}  # two pools, every list length (proofs/twolists.py)
     for r in rows:
         if r.kind in (proofs.POOL_SOURCE_KIND, proofs.HOT_SOURCE_KIND):  # a line each, if run
             extra = extras.setdefault(
@@ -555,6 +561,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             if r.kind == "inductive" and r.bounds.startswith("two pools, every N"):
                 given = GIVEN_S in r.bounds
                 two_every.setdefault(r.ok, []).append((r.invariants[0], given))
+            if r.kind == "inductive" and r.bounds.startswith(TWO_LISTS):
+                two_lists.setdefault(r.ok, []).append(r.invariants[0])
             if not r.ok:
                 check.ok = False
                 scope.setdefault(r.technique or "", []).append(f"NOT proved: {r.obligation}")
@@ -670,6 +678,11 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
             )
         if check.technique == "z3 induction" and two_every and not two_every.get(False):
             scope.setdefault(check.technique, []).append(two_every_note(two_every[True]))
+        if check.technique == "z3 induction" and two_lists and not two_lists.get(False):
+            names = ", ".join(dict.fromkeys(two_lists[True]))
+            scope.setdefault(check.technique, []).append(
+                f"two pools, every N, every list length (list calls as loops): {names} proved"
+            )
         check.summary = (
             f"{n_ok} rows {'proved' if check.technique != 'z3 BMC' else 'bounded'}, "
             f"{sum(check.caught.values())}/{len(check.caught)} mutants refuted"

@@ -31,6 +31,7 @@ from . import (
     steprules,
     symlists,
     symsorts,
+    twolists,
     twopool,
     twopooln,
     witnesses,
@@ -84,6 +85,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "twopool_every_n": False,
         # two pools for every N (twopooln.py): the obligations run (counts, POOL_RULES)
         "twopool_n": (),
+        # two pools, list calls as loops over a list of symbolic length (twolists.py)
+        "twopool_lists": (),
         # blocks with several keys (multikey.py): tests/test_proofs_multikey.py runs its own
         "multikey": None,
         # lists of symbolic length (symlists.py, its own part): () leaves it out
@@ -142,6 +145,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # two pools for every N: the POOL_RULES, their witnesses and 3 mutants (twopooln.py:
         # the part 23.1-26.2 -> 31.1 CPU s, side by side); with the counts 38.4: "deep"
         "twopool_n": twopooln.RULE_NAMES,
+        # two pools with lists of symbolic length (twolists.py): ~24 CPU s with its
+        # agreement, witnesses and four mutants (72 proofs alone: ~2), over the 10 this
+        # profile can add: "deep"
+        "twopool_lists": (),
         # blocks with several keys: induction at N=2,3, 3 of its 5 mutants by BMC (N=3,
         # k=4), 120 differential pairs, INV-CACHE and INV-EVENTS for every N with 4 mutants
         # refuted there (29 CPU s for the part's process, measured under load: over the
@@ -208,6 +215,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # each pool's strengthened invariant for every N_0, N_1 (twopool.every_n_rows)
         "twopool_every_n": True,
         "twopool_n": twopooln.NAMES,
+        "twopool_lists": twolists.NAMES,
         "multikey": multikey.Plan(
             (2, 3, 4, 5, 6),
             (4, 5),
@@ -1544,6 +1552,11 @@ def run(
         if p["twopool_n"]:  # (twopooln.py: two pools' counts and rules, for every N)
             rows += [
                 ObligationResult(**r) for r in twopooln.all_rows(p["ind_timeout"], p["twopool_n"])
+            ]
+        if p["twopool_lists"]:  # (twolists.py: the POOL_RULES with lists of any length)
+            rows += [
+                ObligationResult(**r)
+                for r in twolists.all_rows(p["ind_timeout"], p["twopool_lists"])
             ]
     if want("multikey"):  # blocks with several keys (multikey.py)
         with cvc5more.recorder("multikey" in p["cvc5_more"], "multi-key") as rec:

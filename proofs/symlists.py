@@ -714,11 +714,14 @@ def keyless(d: Any, s: Any, b: Any) -> Any:
     return z3.Not(d.sel(keyed, b)) if keyed is not None else d.sel(s.key, b) == 0
 
 
-def _ghosts(cfg: Config, op: str, s: State, a: LArgs, upto: int | None = None) -> Ghosts:
+def _ghosts(
+    cfg: Config, op: str, s: State, a: LArgs, upto: int | None = None, tag: str = ""
+) -> Ghosts:
     """The rule's ghosts, defined by their recurrences; with ``upto`` (a list of at most
-    that many entries) as closed-form sums instead, for a counterexample's search."""
+    that many entries) as closed-form sums instead, for a counterexample's search. ``tag``
+    ends their names (:mod:`kvpool.proofs.twolists`: one set of ghosts per pool)."""
     d = cfg.dom
-    Cnt = z3.Array("Cnt", I, I, I)
+    Cnt = z3.Array(f"Cnt{tag}", I, I, I)
     x, j = z3.Ints("g_x g_j")
     if upto is not None:
         Cnt = z3.Lambda(
@@ -776,7 +779,7 @@ def _ghosts(cfg: Config, op: str, s: State, a: LArgs, upto: int | None = None) -
             for c, f in classes.items()
         }
         return Ghosts(Cnt, pre, classes, [])
-    pre = {c: z3.Array(f"pre{c}", I, I) for c in classes}
+    pre = {c: z3.Array(f"pre{c}{tag}", I, I) for c in classes}
     for c, f in classes.items():
         recs.append(z3.Select(pre[c], 0) == 0)
         recs.append(

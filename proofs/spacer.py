@@ -28,12 +28,12 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from . import fixedn, props
+from . import cvc5certs, fixedn, props
 from .model import (
     Config,
     Finite,
@@ -87,6 +87,9 @@ class Answer:
     cpu: float = 0.0
     """The query's CPU seconds in its process (wall ``seconds`` grows with the machine's
     load; this much less)."""
+    cert: list[list[str]] = field(default_factory=list)
+    """With ``certify``: the invariant Spacer found, checked as three plain queries by z3
+    and cvc5 (:mod:`.cvc5certs`; one :data:`cvc5certs.Verdict` each)."""
 
 
 def _flat(s: State, flags: tuple[z3.BoolRef, z3.BoolRef]) -> list[z3.ExprRef]:
@@ -120,10 +123,15 @@ def check(
     timeout_ms: int = 150000,
     together: bool = False,
     options: dict[str, Any] | None = None,
+    certify: bool = False,
+    lose_invariant: bool = False,
 ) -> dict[str, Answer]:
     """Spacer's verdict on each obligation in ``names`` (default: :data:`OBLIGATIONS`) at
     N=n, one query each; with ``together``, one query on their conjunction (key
-    :data:`ALL`). ``options``: Fixedpoint parameters (default :data:`OPTIONS`)."""
+    :data:`ALL`). ``options``: Fixedpoint parameters (default :data:`OPTIONS`). With
+    ``certify``, each proved answer's ``cert``: the invariant Spacer found, written out
+    and checked by z3 and cvc5 (:mod:`.cvc5certs`); ``lose_invariant`` is the seeded bug
+    of that check's test (the invariant written out as ``true``)."""
     if n < 1:
         raise ValueError(f"N must be >= 1, got {n}")
     wanted = names or OBLIGATIONS
@@ -169,7 +177,14 @@ def check(
                 why = fp.reason_unknown() if res == z3.unknown else ""
             dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             if res == z3.unsat:
-                out[name] = Answer(name, n, "proved", dt, cpu=cpu)
+                cert = []
+                if certify:
+                    inv = z3.BoolVal(True) if lose_invariant else fp.get_cover_delta(-1, reach)
+                    init = _flat(initial(cfg), (caching, events))
+                    post = _flat(t, (caching, events))
+                    qs = cvc5certs.spacer_queries(inv, vs, init, post, dom, goal, uses_step[name])
+                    cert = cvc5certs.confirm(qs)
+                out[name] = Answer(name, n, "proved", dt, cpu=cpu, cert=cert)
             elif res == z3.sat:
                 out[name] = Answer(name, n, "refuted", dt, cpu=cpu)
             else:
@@ -184,11 +199,14 @@ def check_isolated(
     timeout_s: float = 150.0,
     together: bool = False,
     options: dict[str, Any] | None = None,
+    certify: bool = False,
+    lose_invariant: bool = False,
 ) -> dict[str, Answer]:
     """:func:`check` in a child interpreter (``python -m kvpool.proofs.spacer``), killed
-    after ``timeout_s`` seconds of wall time plus its start-up: every name then answers
-    ``timeout`` (never proved). The answer depends on the query alone, not on what this
-    process built. Names asked together in one child share the deadline."""
+    after ``timeout_s`` seconds of wall time plus its start-up (plus, with ``certify``,
+    :data:`CERT_S`): every name then answers ``timeout`` (never proved). The answer
+    depends on the query alone, not on what this process built. Names asked together in
+    one child share the deadline."""
     if n < 1:
         raise ValueError(f"N must be >= 1, got {n}")
     keys = (ALL,) if together else names
@@ -199,13 +217,14 @@ def check_isolated(
         "timeout_ms": int(timeout_s * 1000),
         "together": together,
         "options": options,
+        "certify": certify,
+        "lose_invariant": lose_invariant,
     }
     cmd = [sys.executable, "-m", "kvpool.proofs.spacer", json.dumps(req)]
     t0 = time.perf_counter()
+    deadline = timeout_s + STARTUP_S + (CERT_S * len(keys) if certify else 0.0)
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout_s + STARTUP_S, check=False
-        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, check=False)
     except subprocess.TimeoutExpired:  # subprocess.run has killed it
         dt = time.perf_counter() - t0
         return {k: Answer(k, n, "timeout", dt, f"killed after {dt:.0f} s") for k in keys}
@@ -221,6 +240,10 @@ def check_isolated(
 STARTUP_S = 30.0
 """The child's allowance, on top of the query's timeout, to start and build the encoding."""
 
+CERT_S = 6 * cvc5certs.TIMEOUT_MS / 1000
+"""The child's allowance per answer for its certificate (three queries, z3 and cvc5 on
+each at their limit)."""
+
 
 def main(argv: list[str]) -> int:
     """The child of :func:`check_isolated`: one JSON request in, one JSON line out."""
@@ -232,6 +255,8 @@ def main(argv: list[str]) -> int:
         req["timeout_ms"],
         req["together"],
         req["options"],
+        bool(req.get("certify", False)),
+        bool(req.get("lose_invariant", False)),
     )
     print(json.dumps({k: asdict(v) for k, v in got.items()}))
     return 0

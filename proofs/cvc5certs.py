@@ -43,7 +43,12 @@ TIMEOUT_MS = 60000
 SPACER_CHECKS = ("Init => Inv", "Inv and T => Inv'", "Inv => P")
 
 Verdict = list[str]
-"""One query's outcome: its name, z3's verdict on the text, cvc5's, cvc5's seconds."""
+"""One query's outcome: its name, z3's verdict on the text, cvc5's, cvc5's seconds, and
+how cvc5's was reached ("whole", or the parts it was asked in)."""
+
+
+Query = tuple[list[z3.BoolRef], z3.BoolRef]
+"""A query as its hypotheses and its goal: unsat iff the hypotheses imply the goal."""
 
 
 def spacer_queries(
@@ -54,7 +59,7 @@ def spacer_queries(
     dom: z3.BoolRef,
     goal: z3.BoolRef,
     uses_step: bool,
-) -> dict[str, list[z3.BoolRef]]:
+) -> dict[str, Query]:
     """The three queries of the module's doc for Spacer's invariant ``inv`` (a formula
     whose ``Var(i)`` is ``Reach``'s i-th argument): ``vs`` the state's variables, ``init``
     and ``post`` the initial state's and the step's values for them, ``dom`` the calls'
@@ -64,31 +69,38 @@ def spacer_queries(
         return z3.substitute_vars(inv, *xs)
 
     return {
-        SPACER_CHECKS[0]: [z3.Not(at(init))],
-        SPACER_CHECKS[1]: [at(vs), dom, z3.Not(at(post))],
-        SPACER_CHECKS[2]: [at(vs), *([dom] if uses_step else []), z3.Not(goal)],
+        SPACER_CHECKS[0]: ([], at(init)),
+        SPACER_CHECKS[1]: ([at(vs), dom], at(post)),
+        SPACER_CHECKS[2]: ([at(vs), *([dom] if uses_step else [])], goal),
     }
 
 
-def confirm(queries: dict[str, list[z3.BoolRef]], timeout_ms: int = TIMEOUT_MS) -> list[Verdict]:
-    """Each query exported once (:func:`cvc5more.export`), then z3's and cvc5's verdicts
-    on that same text."""
+def confirm(queries: dict[str, Query], timeout_ms: int = TIMEOUT_MS) -> list[Verdict]:
+    """Each query exported once (:func:`cvc5more.export`) and z3's verdict on that text;
+    cvc5's on the same query with its goal split (:func:`smtlib.split_goal`: the
+    invariant's or the obligation's conjuncts), asked as one group and in halves where
+    cvc5 leaves a group unknown (:func:`cvc5more.confirm`: the group whole is the query
+    itself). "unsat" only if every part is, "sat" if any is (a model of a part is a
+    model of the query). The fifth field says how cvc5's verdict was reached."""
     out = []
-    for name, q in queries.items():
-        text = cvc5more.export(q)
-        zv, _ = smtlib.z3_check(text, timeout_ms)
+    for name, (hyp, goal) in queries.items():
+        zv, _ = smtlib.z3_check(cvc5more.export([*hyp, z3.Not(goal)]), timeout_ms)
         t0 = time.perf_counter()
-        cv, _ = cvc5more.ask(text, timeout_ms)
-        out.append([name, zv, cv, f"{time.perf_counter() - t0:.1f}"])
+        parts = smtlib.split_goal(goal, 1 << 16)
+        g = cvc5more.confirm(cvc5more.Group(name, hyp, parts))
+        vs = set(g.verdicts)
+        cv = "unsat" if vs == {"unsat"} else "sat" if "sat" in vs else "unknown"
+        how = f"{len(parts)} parts, {g.how}, {g.asks} asks"
+        out.append([name, zv, cv, f"{time.perf_counter() - t0:.1f}", how])
     return out
 
 
 def verdict(certs: list[Verdict]) -> str:
     """ "agree" (both unsat on every query), "disagree" (a sat from either solver: the
     certificate or the proof is wrong), else "unknown" (not confirmed)."""
-    if any("sat" in (z, c) for _, z, c, _ in certs):
+    if any("sat" in (z, c) for _, z, c, *_ in certs):
         return "disagree"
-    if certs and all((z, c) == ("unsat", "unsat") for _, z, c, _ in certs):
+    if certs and all((z, c) == ("unsat", "unsat") for _, z, c, *_ in certs):
         return "agree"
     return "unknown"
 
@@ -109,7 +121,7 @@ def spacer_row(answers: Sequence[Certified], seconds: float) -> dict[str, Any]:
     open_ = [a for a in proved if a not in ok and a not in bad]
 
     def say(a: Certified) -> str:
-        qs = ", ".join(f"{q}: z3 {z}, cvc5 {c}" for q, z, c, _ in a[3] if (z, c) != ("unsat",) * 2)
+        qs = ", ".join(f"{q}: z3 {z}, cvc5 {c}" for q, z, c, *_ in a[3] if (z, c) != ("unsat",) * 2)
         return f"N={a[0]} {a[1]}: {qs or 'no invariant'}"
 
     status = (
@@ -135,20 +147,18 @@ def spacer_row(answers: Sequence[Certified], seconds: float) -> dict[str, Any]:
 # -- BMC ------------------------------------------------------------------------------------
 
 
-def bmc_queries(
-    n: int, k: int, M: int, names: Sequence[str] | None = None
-) -> dict[str, list[z3.BoolRef]]:
+def bmc_queries(n: int, k: int, M: int, names: Sequence[str] | None = None) -> dict[str, Query]:
     """The queries ``runner.run_bmc(n, k, M)`` asks for ``names`` (default: every
     obligation), by "obligation @ step": the unrolling, every obligation of the steps
     before as lemmas, the obligation negated at the step."""
     u = bmc.unroll(n, k, M=M)
     base = list(u.solver.assertions())
     wanted = list(u.obligations) if names is None else list(names)
-    out: dict[str, list[z3.BoolRef]] = {}
+    out: dict[str, Query] = {}
     for step in range(k):
         lemmas = [u.obligations[o][i] for i in range(step) for o in u.obligations]
         for o in wanted:
-            out[f"{o} @ step {step + 1}"] = [*base, *lemmas, z3.Not(u.obligations[o][step])]
+            out[f"{o} @ step {step + 1}"] = ([*base, *lemmas], u.obligations[o][step])
     return out
 
 

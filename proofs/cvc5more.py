@@ -219,39 +219,10 @@ FreeBlocks and UnpinBlocks needed it (2026-12-05: UnpinBlocks's 15 cases, 229 s 
 time under load average 13-19)."""
 
 
-ITE_ATOMS = 4
-"""At most this many ``ite`` conditions to split a query on (:func:`ite_atoms`): 16 cases."""
-
-
-def ite_atoms(goal: z3.BoolRef, limit: int = ITE_ATOMS) -> list[z3.BoolRef]:
-    """The conditions of ``goal``'s non-Boolean ``ite`` terms that use no bound variable,
-    in the order met, at most ``limit``: where the source's branches join (``x = a if c
-    else b``), the goal has ``select(ite(c, A, B), i)`` under a quantifier, which cvc5
-    1.4.2 left unknown (``get_new_blocks``' post at L = 3) and settles once c is fixed."""
-    found: dict[int, z3.BoolRef] = {}
-    seen: set[int] = set()
-    loose: dict[tuple[int, int], bool] = {}
-    todo: list[z3.ExprRef] = [goal]
-    while todo and len(found) < limit:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_quantifier(e):
-            todo.append(e.body())
-            continue
-        if z3.is_app_of(e, z3.Z3_OP_ITE) and not z3.is_bool(e):
-            c = e.arg(0)
-            if not smtlib._has_loose_var(c, 0, loose):
-                found.setdefault(c.get_id(), c)
-        todo.extend(reversed(e.children()))
-    return list(found.values())
-
-
 def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
     """One quantified query still unknown, asked case by case: on the atoms
     :data:`CASES` names for its obligation, else on its goal's ``ite`` conditions
-    (:func:`ite_atoms`; hypothesis and goal simplified first, so that the condition
+    (:func:`cvc5cases.ite_atoms`; hypothesis and goal simplified first, so that the condition
     is written the same way in both)."""
     hyp, how = g.hyp, "cases"
     if g.name in CASES:
@@ -262,7 +233,7 @@ def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
             return "unknown"
     else:
         hyp, goal = [z3.simplify(h) for h in g.hyp], z3.simplify(goal)
-        atoms, how = ite_atoms(goal), "cases on ite conditions"
+        atoms, how = cvc5cases.ite_atoms(goal), "cases on ite conditions"
         if not atoms:
             return "unknown"
     v, leaves = smtlib.cvc5_confirm_cases(hyp, goal, atoms, timeout_ms)

@@ -1064,7 +1064,8 @@ def cvc5_recorded_row(
     whole is asked again split into its goal's conjuncts (:func:`smtlib.cvc5_confirm`:
     every part must be unsat); the row counts the queries confirmed that way. With
     ``cases``, an obligation :data:`cvc5cases.CASES` names is asked case by case instead
-    (:func:`cvc5cases.confirm`), and the row counts those too."""
+    (:func:`cvc5cases.confirm`), one still unknown case by case on its goal's ``ite``
+    conditions (:func:`cvc5cases.confirm_ite`), and the row counts those too."""
     t0 = time.perf_counter()
     names: dict[str, list[str]] = {}
     n_split = n_cases = 0
@@ -1073,6 +1074,9 @@ def cvc5_recorded_row(
             continue
         by_case = cvc5cases.confirm(name, hyp, goal, timeout_ms) if cases else None
         v, how = by_case or smtlib.cvc5_confirm(hyp, goal, timeout_ms, split)
+        if v == "unknown" and cases and by_case is None:  # (on its ite conditions)
+            by_case = cvc5cases.confirm_ite(hyp, goal, timeout_ms)
+            v, how = by_case or (v, how)
         n_split += v == "unsat" and how != "whole" and by_case is None
         n_cases += v == "unsat" and by_case is not None and how != "cases: 1"
         names.setdefault(name, []).append(v)

@@ -13,7 +13,7 @@ import os
 import pytest
 import z3  # type: ignore[import-untyped]
 
-from kvpool.proofs import cvc5certs, cvc5more, runner, smtlib
+from kvpool.proofs import cvc5cases, cvc5certs, cvc5more, runner, smtlib
 from kvpool.proofs.model import Record
 from kvpool.verify import proof_checks
 
@@ -23,7 +23,7 @@ deep = pytest.mark.skipif(
 )
 
 
-def _toy_spacer() -> tuple[z3.BoolRef, dict[str, list[z3.BoolRef]]]:
+def _toy_spacer() -> tuple[z3.BoolRef, dict[str, cvc5certs.Query]]:
     """A counter that starts at 0 and steps by 2 never reaches 1: Spacer's invariant and
     the three queries of its certificate."""
     x, x2 = z3.Int("x"), z3.Int("x2")
@@ -46,7 +46,7 @@ def test_spacers_invariant_is_certified_by_both_solvers() -> None:
     _, qs = _toy_spacer()
     assert list(qs) == list(cvc5certs.SPACER_CHECKS)
     certs = cvc5certs.confirm(qs, 5000)
-    assert [(z, c) for _, z, c, _ in certs] == [("unsat", "unsat")] * 3
+    assert [(z, c) for _, z, c, *_ in certs] == [("unsat", "unsat")] * 3
     assert cvc5certs.verdict(certs) == "agree"
     row = cvc5certs.spacer_row([(2, "every obligation", "proved", certs)], 0.1)
     assert row["status"] == "agree" and "N=2 (every obligation): 1 of 1" in row["bounds"]
@@ -76,19 +76,21 @@ def test_an_invariant_that_is_not_inductive_is_caught_too() -> None:
     qs = cvc5certs.spacer_queries(
         wrong, [x], [z3.IntVal(0)], [x + 2], z3.BoolVal(True), x != 1, False
     )
-    got = {q: (z, c) for q, z, c, _ in cvc5certs.confirm(qs, 5000)}
+    got = {q: (z, c) for q, z, c, *_ in cvc5certs.confirm(qs, 5000)}
     assert got["Inv and T => Inv'"] == ("sat", "sat")
     assert got["Init => Inv"] == got["Inv => P"] == ("unsat", "unsat")
 
 
 def test_the_rows_say_not_confirmed_and_not_run_apart() -> None:
-    open_ = [["Init => Inv", "unsat", "unknown", "60.0"]]
+    open_ = [["Init => Inv", "unsat", "unknown", "60.0", "whole"]]
     row = cvc5certs.spacer_row([(5, "every state obligation", "proved", open_)], 1.0)
     assert row["status"] == "partly-confirmed" and "NOT confirmed: 1" in row["bounds"]
     none = cvc5certs.spacer_row([(6, "every obligation", "timeout", [])], 1.0)
     assert none["status"] == "not-run"
     assert cvc5certs.bmc_row_dict(1, 1, 1, [], 0.0)["status"] == "not-run"
-    bad = cvc5certs.bmc_row_dict(1, 1, 1, [["INV-FREE @ step 1", "unsat", "sat", "0"]], 0.0)
+    bad = cvc5certs.bmc_row_dict(
+        1, 1, 1, [["INV-FREE @ step 1", "unsat", "sat", "0", "whole"]], 0.0
+    )
     assert bad["status"] == "disagree" and "INV-FREE @ step 1: z3 unsat, cvc5 sat" in bad["replay"]
 
 
@@ -108,11 +110,11 @@ def _ite_query() -> tuple[list[z3.BoolRef], z3.BoolRef, z3.BoolRef]:
 
 def test_ite_atoms_are_the_closed_conditions_of_the_goal() -> None:
     _, goal, c = _ite_query()
-    (atom,) = cvc5more.ite_atoms(goal)
+    (atom,) = cvc5cases.ite_atoms(goal)
     assert atom.eq(c)
     i = z3.Int("i")
     bound = z3.ForAll([i], z3.If(i > 0, i, -i) >= 0)  # (uses the bound i: not a case)
-    assert cvc5more.ite_atoms(bound) == []
+    assert cvc5cases.ite_atoms(bound) == []
 
 
 def test_a_case_split_on_an_ite_condition_confirms_and_can_fail() -> None:
@@ -208,8 +210,8 @@ def test_bmcs_queries_are_confirmed_and_one_that_lost_its_unrolling_is_not() -> 
     assert cvc5certs.verdict(cvc5certs.confirm(qs)) == "agree"
     # the seeded bug: the export keeps only the negated obligation (the unrolled
     # transition and the initial state lost): both solvers find a model
-    (q,) = qs.values()
-    lost = cvc5certs.confirm({"INV-FREE @ step 1": q[-1:]})
+    ((_, goal),) = qs.values()
+    lost = cvc5certs.confirm({"INV-FREE @ step 1": ([], goal)})
     assert cvc5certs.verdict(lost) == "disagree"
     row = runner.ObligationResult(**cvc5certs.bmc_row_dict(1, 1, 1, lost, 0.0))
     assert not row.ok
@@ -239,5 +241,6 @@ def test_get_new_blocks_post_at_3_is_confirmed_on_its_ite_condition() -> None:
 
 def test_smtlib_reads_the_toy_certificate_as_z3_wrote_it() -> None:
     _, qs = _toy_spacer()
-    text = smtlib.to_smt2(qs["Inv => P"])
+    hyp, goal = qs["Inv => P"]
+    text = smtlib.to_smt2([*hyp, z3.Not(goal)])
     assert "(check-sat)" in text and smtlib.z3_check(text)[0] == "unsat"

@@ -28,7 +28,8 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
@@ -125,13 +126,15 @@ def check(
     options: dict[str, Any] | None = None,
     certify: bool = False,
     lose_invariant: bool = False,
+    before_certs: Callable[[dict[str, Answer]], None] | None = None,
 ) -> dict[str, Answer]:
     """Spacer's verdict on each obligation in ``names`` (default: :data:`OBLIGATIONS`) at
     N=n, one query each; with ``together``, one query on their conjunction (key
     :data:`ALL`). ``options``: Fixedpoint parameters (default :data:`OPTIONS`). With
     ``certify``, each proved answer's ``cert``: the invariant Spacer found, written out
-    and checked by z3 and cvc5 (:mod:`.cvc5certs`); ``lose_invariant`` is the seeded bug
-    of that check's test (the invariant written out as ``true``)."""
+    and checked by z3 and cvc5 (:mod:`.cvc5certs`), after every query was asked
+    (``before_certs`` gets the answers then); ``lose_invariant`` is the seeded bug of
+    that check's test (the invariant written out as ``true``)."""
     if n < 1:
         raise ValueError(f"N must be >= 1, got {n}")
     wanted = names or OBLIGATIONS
@@ -139,6 +142,7 @@ def check(
     if unknown:
         raise ValueError(f"not a Spacer obligation: {unknown}; known: {OBLIGATIONS}")
     out: dict[str, Answer] = {}
+    pending: dict[str, dict[str, cvc5certs.Query]] = {}  # (certificates still to check)
     with int_sort(None):
         caching, events = z3.Bool("caching"), z3.Bool("events")
         cfg = Config(Finite(n), caching=caching, events=events, bugs=bugs)
@@ -177,18 +181,21 @@ def check(
                 why = fp.reason_unknown() if res == z3.unknown else ""
             dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             if res == z3.unsat:
-                cert = []
                 if certify:
                     inv = z3.BoolVal(True) if lose_invariant else fp.get_cover_delta(-1, reach)
                     init = _flat(initial(cfg), (caching, events))
                     post = _flat(t, (caching, events))
                     qs = cvc5certs.spacer_queries(inv, vs, init, post, dom, goal, uses_step[name])
-                    cert = cvc5certs.confirm(qs)
-                out[name] = Answer(name, n, "proved", dt, cpu=cpu, cert=cert)
+                    pending[name] = qs
+                out[name] = Answer(name, n, "proved", dt, cpu=cpu)
             elif res == z3.sat:
                 out[name] = Answer(name, n, "refuted", dt, cpu=cpu)
             else:
                 out[name] = Answer(name, n, "unknown", dt, why, cpu)
+    if pending and before_certs is not None:
+        before_certs(dict(out))
+    for name, qs in pending.items():
+        out[name] = replace(out[name], cert=cvc5certs.confirm(qs))
     return out
 
 
@@ -225,8 +232,12 @@ def check_isolated(
     deadline = timeout_s + STARTUP_S + (CERT_S * len(keys) if certify else 0.0)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, check=False)
-    except subprocess.TimeoutExpired:  # subprocess.run has killed it
+    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it
         dt = time.perf_counter() - t0
+        early = _answers(exc.stdout, keys)  # (killed while checking the certificates)
+        if early is not None:
+            why = f"certificate not checked: killed after {dt:.0f} s"
+            return {k: replace(a, detail=a.detail or why) for k, a in early.items()}
         return {k: Answer(k, n, "timeout", dt, f"killed after {dt:.0f} s") for k in keys}
     dt = time.perf_counter() - t0
     try:
@@ -235,6 +246,16 @@ def check_isolated(
     except (ValueError, IndexError, KeyError, TypeError):
         why = f"child exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
         return {k: Answer(k, n, "unknown", dt, why) for k in keys}
+
+
+def _answers(out: str | bytes | None, keys: tuple[str, ...]) -> dict[str, Answer] | None:
+    """The answers a killed child printed before it was killed (None: none)."""
+    text = out.decode(errors="replace") if isinstance(out, bytes) else out or ""
+    try:
+        got = json.loads(text.strip().splitlines()[-1])
+        return {k: Answer(**got[k]) for k in keys}
+    except (ValueError, IndexError, KeyError, TypeError):
+        return None
 
 
 STARTUP_S = 30.0
@@ -257,6 +278,7 @@ def main(argv: list[str]) -> int:
         req["options"],
         bool(req.get("certify", False)),
         bool(req.get("lose_invariant", False)),
+        lambda early: print(json.dumps({k: asdict(v) for k, v in early.items()}), flush=True),
     )
     print(json.dumps({k: asdict(v) for k, v in got.items()}))
     return 0

@@ -8,6 +8,7 @@ take seconds each: they run with KVPOOL_DEEP=1 (the rest are toy queries, well u
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -92,6 +93,23 @@ def test_the_rows_say_not_confirmed_and_not_run_apart() -> None:
         1, 1, 1, [["INV-FREE @ step 1", "unsat", "sat", "0", "whole"]], 0.0
     )
     assert bad["status"] == "disagree" and "INV-FREE @ step 1: z3 unsat, cvc5 sat" in bad["replay"]
+
+
+def test_a_spacer_child_killed_while_certifying_keeps_its_answer() -> None:
+    """The child prints Spacer's answers before it checks their certificates: killed
+    then, the answers stand (a proved row stays proved) and the certificate is not
+    confirmed (never counted as confirmed)."""
+    from dataclasses import asdict
+
+    from kvpool.proofs import spacer
+
+    ans = spacer.Answer("all", 5, "proved", 12.0, cpu=4.0)
+    partial = (json.dumps({"all": asdict(ans)}) + "\n").encode()
+    got = spacer._answers(partial, ("all",))
+    assert got is not None and got["all"].status == "proved" and got["all"].cert == []
+    assert spacer._answers(b"", ("all",)) is None
+    row = cvc5certs.spacer_row([(5, "every obligation", "proved", [])], 0.0)
+    assert row["status"] == "partly-confirmed" and "certificate not checked" in row["replay"]
 
 
 # -- a query split on its ite conditions ---------------------------------------------------

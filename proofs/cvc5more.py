@@ -462,9 +462,12 @@ def solvers_note(rows: list[Any]) -> str:
             if part == "fixed-N":
                 fixed_ns.add(r.bounds.split(",")[0])
     cvc5: dict[str, list[str]] = {}
+    bmc_at: list[str] = []  # (BMC's cvc5 rows name their own bounds: not the rows')
     for r in rows:
         if r.kind != "second solver":
             continue
+        if r.obligation.startswith("cvc5 re-checks BMC at "):
+            bmc_at.append(r.obligation.removeprefix("cvc5 re-checks BMC at "))
         if r.obligation.startswith("cvc5 re-checks N="):
             cvc5.setdefault("fixed-N", []).append(r.status)
             fixed_ns.discard(r.obligation.removeprefix("cvc5 re-checks "))
@@ -485,5 +488,7 @@ def solvers_note(rows: list[Any]) -> str:
         )
         if part == "fixed-N" and seen and fixed_ns:
             who += f"; z3 only at {', '.join(sorted(fixed_ns))}"
+        if part == "z3 BMC" and seen:
+            who += f" at {', '.join(bmc_at)} only"
         out.append(f"{part} ({n} rows): {who}")
     return "solvers by part: " + "; ".join(out) if out else ""

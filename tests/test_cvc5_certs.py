@@ -184,7 +184,7 @@ def test_the_new_parts_are_named_apart_on_the_dashboard() -> None:
     assert "hot-source (1 rows): z3 + cvc5 (partly)" in note
     assert "symsorts (1 rows): z3 only" in note
     assert "z3 Spacer (fixed N) (1 rows): z3 + cvc5" in note
-    assert "z3 BMC (1 rows): z3, cvc5 DISAGREES" in note
+    assert "z3 BMC (1 rows): z3, cvc5 DISAGREES at N=4, k<=4 only" in note
 
 
 def test_symsorts_records_are_a_family_of_their_own() -> None:
@@ -203,6 +203,7 @@ def test_the_deep_profile_certifies_spacer_and_make_verify_does_not() -> None:
     assert runner.PROFILES["deep"]["spacer_cvc5"] is True
     assert runner.PROFILES["default"]["spacer_cvc5"] is False
     assert runner.PROFILES["default"]["bmc_cvc5"] == ()
+    assert runner.PROFILES["deep"]["bmc_cvc5"] == (3, 2, 2)
     assert {"twopooln", "symsorts", "hot-source"} <= set(runner.PROFILES["deep"]["cvc5_more"])
 
 

@@ -147,6 +147,16 @@ def test_a_case_split_on_an_ite_condition_confirms_and_can_fail() -> None:
     assert cvc5more._cases(w, goal, 5000) == "sat"
 
 
+def test_confirm_ite_is_what_the_refinement_rows_fall_back_on() -> None:
+    hyp, goal, _ = _ite_query()
+    got = cvc5cases.confirm_ite(hyp, goal, 5000)
+    assert got is not None and got[0] == "unsat" and got[1].startswith("cases on ite")
+    weak = cvc5cases.confirm_ite(hyp[:1], goal, 5000)  # (the seeded bug, as above)
+    assert weak is not None and weak[0] == "sat"
+    x = z3.Int("x")
+    assert cvc5cases.confirm_ite([x > 0], x >= 1) is None  # (no ite: no case split)
+
+
 # -- the dashboard's parts -------------------------------------------------------------------
 
 

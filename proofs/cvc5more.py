@@ -40,6 +40,7 @@ import z3  # type: ignore[import-untyped]
 
 from . import cvc5cases, smtlib
 from .model import Record, constants, named, recording
+from .symsorts import SORTS_MARK
 
 TIMEOUT_MS = 5000
 """cvc5's time limit per ask (wall clock, as :func:`smtlib.cvc5_check`'s)."""
@@ -71,6 +72,9 @@ FAMILIES: dict[str, str] = {
     "multikey": "blocks with several keys (fixed-N induction, every-N INV-CACHE and INV-EVENTS)",
     "symlists": "lists of symbolic length (loop proofs, loop == model.py)",
     "pool-source": "impl/pool.py's touch from source",
+    "twopooln": "two pools' counts and rules for every N",
+    "symsorts": "keys and watcher ids as sorts",
+    "hot-source": "impl/pool.py's hot paths from source",
 }
 """The parts whose proved queries this module re-asks, by the runner's part name."""
 
@@ -216,17 +220,26 @@ time under load average 13-19)."""
 
 
 def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
-    if g.name not in CASES:
-        return "unknown"
-    consts = constants([*g.hyp, goal])
-    try:
-        atoms = [z3.simplify(a) for a in CASES[g.name](lambda x: consts[x])]
-    except KeyError:  # (a constant the atoms name is not in the query)
-        return "unknown"
-    v, leaves = smtlib.cvc5_confirm_cases(g.hyp, goal, atoms, timeout_ms)
+    """One quantified query still unknown, asked case by case: on the atoms
+    :data:`CASES` names for its obligation, else on its goal's ``ite`` conditions
+    (:func:`cvc5cases.ite_atoms`; hypothesis and goal simplified first, so that the condition
+    is written the same way in both)."""
+    hyp, how = g.hyp, "cases"
+    if g.name in CASES:
+        consts = constants([*g.hyp, goal])
+        try:
+            atoms = [z3.simplify(a) for a in CASES[g.name](lambda x: consts[x])]
+        except KeyError:  # (a constant the atoms name is not in the query)
+            return "unknown"
+    else:
+        hyp, goal = [z3.simplify(h) for h in g.hyp], z3.simplify(goal)
+        atoms, how = cvc5cases.ite_atoms(goal), "cases on ite conditions"
+        if not atoms:
+            return "unknown"
+    v, leaves = smtlib.cvc5_confirm_cases(hyp, goal, atoms, timeout_ms)
     g.asks += leaves
     if v == "unsat":
-        g.how = f"cases: {leaves}"
+        g.how = f"{how}: {leaves}"
     return v
 
 
@@ -367,6 +380,13 @@ def recorder(on: bool, name: str) -> Iterator[list[Record]]:
         yield rec
 
 
+def split_symsorts(records: list[Record]) -> dict[str, list[Record]]:
+    """The symbolic lists' part's records as two families: "symsorts" (the queries
+    :mod:`.symsorts` names "symsorts: ...", run inside that part) and "symlists" (the rest)."""
+    mine = [r for r in records if r[0].startswith("symsorts:")]
+    return {"symlists": [r for r in records if not r[0].startswith("symsorts:")], "symsorts": mine}
+
+
 def rows(part: str, records: list[Record], on: tuple[str, ...]) -> list[dict[str, Any]]:
     """:func:`row` of ``part`` (asked case by case where :data:`CASES` names atoms) when
     the profile's ``cvc5_more`` names it (``on``), else none."""
@@ -376,8 +396,10 @@ def rows(part: str, records: list[Record], on: tuple[str, ...]) -> list[dict[str
 # -- which solvers confirmed what (the dashboard's note) ------------------------------------
 
 ONE_SOLVER = ("z3 BMC", "z3 Spacer (fixed N)")
-"""Techniques whose proofs are never sent to cvc5: BMC's unrolled queries (its rows are
-"bounded", a cross-check of the fixed-N induction) and Spacer's Horn clauses."""
+"""Techniques whose proofs cvc5 does not re-ask query by query: BMC's unrolled queries
+(its rows are "bounded") and Spacer's Horn clauses. Their own cvc5 rows
+(:mod:`.cvc5certs`: Spacer's invariant as three plain checks, BMC's unrolled queries at
+the bounds the row names) count for them where a run has them."""
 
 
 def _part_of(r: Any) -> str | None:
@@ -389,10 +411,16 @@ def _part_of(r: Any) -> str | None:
         return str(r.technique)
     if r.kind == "pool-source":
         return "pool-source"
+    if r.kind == "hot-source":
+        return "hot-source"
+    if "(two pools, every N)" in r.obligation:
+        return "twopooln"
     if "two pools" in where:
         return "twopool"
     if "multi-key" in where:
         return "multikey"
+    if SORTS_MARK in r.bounds:
+        return "symsorts"
     if r.bounds.startswith("every N, every list length"):
         return "symlists"
     if "event log a sequence" in r.bounds:
@@ -414,6 +442,8 @@ _CVC5_ROWS: tuple[tuple[str, str], ...] = (
     ("transcribed", "cvc5 re-checks the list refinement"),
     ("source", "cvc5 re-checks free_queue.py"),
     *((part, f"cvc5 re-checks {label}") for part, label in FAMILIES.items()),
+    ("z3 Spacer (fixed N)", "cvc5 re-checks Spacer's invariant"),
+    ("z3 BMC", "cvc5 re-checks BMC"),
 )
 
 
@@ -432,9 +462,12 @@ def solvers_note(rows: list[Any]) -> str:
             if part == "fixed-N":
                 fixed_ns.add(r.bounds.split(",")[0])
     cvc5: dict[str, list[str]] = {}
+    bmc_at: list[str] = []  # (BMC's cvc5 rows name their own bounds: not the rows')
     for r in rows:
         if r.kind != "second solver":
             continue
+        if r.obligation.startswith("cvc5 re-checks BMC at "):
+            bmc_at.append(r.obligation.removeprefix("cvc5 re-checks BMC at "))
         if r.obligation.startswith("cvc5 re-checks N="):
             cvc5.setdefault("fixed-N", []).append(r.status)
             fixed_ns.discard(r.obligation.removeprefix("cvc5 re-checks "))
@@ -455,5 +488,7 @@ def solvers_note(rows: list[Any]) -> str:
         )
         if part == "fixed-N" and seen and fixed_ns:
             who += f"; z3 only at {', '.join(sorted(fixed_ns))}"
+        if part == "z3 BMC" and seen:
+            who += f" at {', '.join(bmc_at)} only"
         out.append(f"{part} ({n} rows): {who}")
     return "solvers by part: " + "; ".join(out) if out else ""

@@ -15,6 +15,7 @@ from . import (
     bmc,
     counting,
     cvc5cases,
+    cvc5certs,
     cvc5more,
     differential,
     eventseq,
@@ -63,6 +64,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_cases": False,
         "spacer": (),
         "spacer_timeout": 150.0,
+        # Spacer's invariants checked by z3 and cvc5 (cvc5certs.py): with Spacer, in "deep"
+        "spacer_cvc5": False,
+        # BMC's unrolled queries asked of z3 and cvc5 at these (N, k, M) (cvc5certs.py)
+        "bmc_cvc5": (),
         "fixedn_mutants": ("touch-no-remove", "watcher-kept", "unpin-reversed"),
         # the event log as a sequence and the watchers' firing point (eventseq.py)
         "eventseq": (1, 2, 3),
@@ -121,6 +126,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # would put it in as one more check of its own (N=4: 11 CPU s, 24-35 s wall loaded)
         "spacer": (),
         "spacer_timeout": 150.0,
+        # Spacer's invariants checked by z3 and cvc5 (cvc5certs.py): with Spacer, in "deep"
+        "spacer_cvc5": False,
+        # BMC's unrolled queries asked of z3 and cvc5 at these (N, k, M) (cvc5certs.py)
+        "bmc_cvc5": (),
         "fixedn_mutants": None,
         # N=1..5: about 15 s in all; N=6 about 18 s alone, N=8 unknown at 60 s (deep)
         "eventseq": (1, 2, 3, 4, 5),
@@ -196,6 +205,10 @@ PROFILES: dict[str, dict[str, Any]] = {
             (6, spacer.STEP_OBLIGATIONS),
         ),
         "spacer_timeout": 900.0,
+        "spacer_cvc5": True,
+        # (N, k, M): 32 step queries, 45 CPU s (12-06, loaded); the rows' own 6 x 8 and
+        # make verify's 4 x 4 were not measured under cvc5: the row names its bounds
+        "bmc_cvc5": (3, 2, 2),
         "fixedn_mutants": None,
         "eventseq": (1, 2, 3, 4, 5, 6, 7),
         "eventseq_nested": (1, 2, 3, 4),
@@ -897,6 +910,7 @@ def run_spacer(
     timeout_s: float,
     split: bool = False,
     mutant_n: int = 3,
+    certify: bool = False,
 ) -> list[ObligationResult]:
     """Spacer, no hand lemma: for each ``(N, names)`` of ``plan``, the obligations
     ``names`` (of :data:`spacer.OBLIGATIONS`: the fixed-N induction's, less its two ghost
@@ -904,22 +918,30 @@ def run_spacer(
     at N=4, 35 s together against 107 s one by one), or with ``split`` one query each.
     Each query runs in a child process killed at ``timeout_s`` (a timeout is a failure,
     never a proof). Then each of :data:`SPACER_MUTANTS` at N=``mutant_n``, which must
-    be refuted."""
+    be refuted. With ``certify``, the invariant behind each proved answer is checked by
+    z3 and cvc5 (:mod:`.cvc5certs`), in one row more."""
     rows = []
+    certs: list[cvc5certs.Certified] = []
+    t0 = time.perf_counter()
     for n, names in plan:
         if split:
             answers = [
                 a
                 for name in names
-                for a in spacer.check_isolated(n, (name,), timeout_s=timeout_s).values()
+                for a in spacer.check_isolated(
+                    n, (name,), timeout_s=timeout_s, certify=certify
+                ).values()
             ]
         else:
             answers = list(
-                spacer.check_isolated(n, names, timeout_s=timeout_s, together=True).values()
+                spacer.check_isolated(
+                    n, names, timeout_s=timeout_s, together=True, certify=certify
+                ).values()
             )
         what = spacer.group_name(names)
         for ans in answers:
             together = ans.name == spacer.ALL
+            certs.append((n, what if together else ans.name, ans.status, ans.cert))
             rows.append(
                 ObligationResult(
                     f"{what if together else ans.name} (Spacer, N={n})",
@@ -932,6 +954,8 @@ def run_spacer(
                     replay=ans.detail or f"CPU {ans.cpu:.1f} s",
                 )
             )
+    if certify:
+        rows.append(ObligationResult(**cvc5certs.spacer_row(certs, time.perf_counter() - t0)))
     for bug, name in SPACER_MUTANTS:
         ((ans),) = spacer.check_isolated(
             mutant_n, (name,), frozenset([bug]), timeout_s=timeout_s
@@ -1050,7 +1074,8 @@ def cvc5_recorded_row(
     whole is asked again split into its goal's conjuncts (:func:`smtlib.cvc5_confirm`:
     every part must be unsat); the row counts the queries confirmed that way. With
     ``cases``, an obligation :data:`cvc5cases.CASES` names is asked case by case instead
-    (:func:`cvc5cases.confirm`), and the row counts those too."""
+    (:func:`cvc5cases.confirm`), one still unknown case by case on its goal's ``ite``
+    conditions (:func:`cvc5cases.confirm_ite`), and the row counts those too."""
     t0 = time.perf_counter()
     names: dict[str, list[str]] = {}
     n_split = n_cases = 0
@@ -1059,6 +1084,9 @@ def cvc5_recorded_row(
             continue
         by_case = cvc5cases.confirm(name, hyp, goal, timeout_ms) if cases else None
         v, how = by_case or smtlib.cvc5_confirm(hyp, goal, timeout_ms, split)
+        if v == "unknown" and cases and by_case is None:  # (on its ite conditions)
+            by_case = cvc5cases.confirm_ite(hyp, goal, timeout_ms)
+            v, how = by_case or (v, how)
         n_split += v == "unsat" and how != "whole" and by_case is None
         n_cases += v == "unsat" and by_case is not None and how != "cases: 1"
         names.setdefault(name, []).append(v)
@@ -1502,6 +1530,8 @@ def run(
         rows += run_every_n_counts_and_rules(
             p["ind_timeout"], p["cvc5_quantified"] and p["cvc5_counts"]
         )
+        if p["bmc_cvc5"]:  # (BMC's unrolled queries, in a child: cvc5certs.py)
+            rows.append(ObligationResult(**cvc5certs.bmc_isolated(*p["bmc_cvc5"])))
     if want("refinement"):
         rows += run_refinement_mutants(p["ind_timeout"] // 4)
     if want("source"):
@@ -1534,7 +1564,7 @@ def run(
             p["cvc5_eventseq"],
         )
     if want("spacer") and p["spacer"]:
-        rows += run_spacer(p["spacer"], p["spacer_timeout"])
+        rows += run_spacer(p["spacer"], p["spacer_timeout"], certify=p["spacer_cvc5"])
     if want("twopool"):
         with cvc5more.recorder("twopool" in p["cvc5_more"], "two pools") as rec:
             rows += [
@@ -1550,9 +1580,12 @@ def run(
             ]
         rows += [ObligationResult(**r) for r in cvc5more.rows("twopool", rec, p["cvc5_more"])]
         if p["twopool_n"]:  # (twopooln.py: two pools' counts and rules, for every N)
-            rows += [
-                ObligationResult(**r) for r in twopooln.all_rows(p["ind_timeout"], p["twopool_n"])
-            ]
+            with cvc5more.recorder("twopooln" in p["cvc5_more"], "two pools, every N") as rec:
+                rows += [
+                    ObligationResult(**r)
+                    for r in twopooln.all_rows(p["ind_timeout"], p["twopool_n"])
+                ]
+            rows += [ObligationResult(**r) for r in cvc5more.rows("twopooln", rec, p["cvc5_more"])]
         if p["twopool_lists"]:  # (twolists.py: the POOL_RULES with lists of any length)
             rows += [
                 ObligationResult(**r)
@@ -1563,16 +1596,21 @@ def run(
             rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]
         rows += [ObligationResult(**r) for r in cvc5more.rows("multikey", rec, p["cvc5_more"])]
     if want("symlists") and p["symlists"]:
-        with cvc5more.recorder("symlists" in p["cvc5_more"], "symlists") as rec:
+        on = "symlists" in p["cvc5_more"] or "symsorts" in p["cvc5_more"]
+        with cvc5more.recorder(on, "symlists") as rec:
             rows += run_symlists(p["symlists"], p["ind_timeout"])
-        rows += [ObligationResult(**r) for r in cvc5more.rows("symlists", rec, p["cvc5_more"])]
+        # (symsorts.py's queries, run inside symlists' part, are a cvc5 row of their own)
+        for fam, recs in cvc5more.split_symsorts(rec).items():
+            rows += [ObligationResult(**r) for r in cvc5more.rows(fam, recs, p["cvc5_more"])]
     if want("pool-source") and p["pool_source"]:
         with cvc5more.recorder("pool-source" in p["cvc5_more"], "pool source") as rec:
             rows += run_pool_source(2 * p["ind_timeout"], pool_replay=pool_replay)
         more = cvc5more.rows("pool-source", rec, p["cvc5_more"])
         rows += [ObligationResult(**r) for r in more]
     if want("pool-source") and p["hot_source"]:
-        rows += run_hot_source(p["hot_source"], 2 * p["ind_timeout"], pool_replay=pool_replay)
+        with cvc5more.recorder("hot-source" in p["cvc5_more"], "hot source") as rec:
+            rows += run_hot_source(p["hot_source"], 2 * p["ind_timeout"], pool_replay=pool_replay)
+        rows += [ObligationResult(**r) for r in cvc5more.rows("hot-source", rec, p["cvc5_more"])]
     return rows
 
 

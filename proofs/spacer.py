@@ -28,12 +28,13 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from . import fixedn, props
+from . import cvc5certs, fixedn, props
 from .model import (
     Config,
     Finite,
@@ -87,6 +88,9 @@ class Answer:
     cpu: float = 0.0
     """The query's CPU seconds in its process (wall ``seconds`` grows with the machine's
     load; this much less)."""
+    cert: list[list[str]] = field(default_factory=list)
+    """With ``certify``: the invariant Spacer found, checked as three plain queries by z3
+    and cvc5 (:mod:`.cvc5certs`; one :data:`cvc5certs.Verdict` each)."""
 
 
 def _flat(s: State, flags: tuple[z3.BoolRef, z3.BoolRef]) -> list[z3.ExprRef]:
@@ -120,10 +124,17 @@ def check(
     timeout_ms: int = 150000,
     together: bool = False,
     options: dict[str, Any] | None = None,
+    certify: bool = False,
+    lose_invariant: bool = False,
+    before_certs: Callable[[dict[str, Answer]], None] | None = None,
 ) -> dict[str, Answer]:
     """Spacer's verdict on each obligation in ``names`` (default: :data:`OBLIGATIONS`) at
     N=n, one query each; with ``together``, one query on their conjunction (key
-    :data:`ALL`). ``options``: Fixedpoint parameters (default :data:`OPTIONS`)."""
+    :data:`ALL`). ``options``: Fixedpoint parameters (default :data:`OPTIONS`). With
+    ``certify``, each proved answer's ``cert``: the invariant Spacer found, written out
+    and checked by z3 and cvc5 (:mod:`.cvc5certs`), after every query was asked
+    (``before_certs`` gets the answers then); ``lose_invariant`` is the seeded bug of
+    that check's test (the invariant written out as ``true``)."""
     if n < 1:
         raise ValueError(f"N must be >= 1, got {n}")
     wanted = names or OBLIGATIONS
@@ -131,6 +142,7 @@ def check(
     if unknown:
         raise ValueError(f"not a Spacer obligation: {unknown}; known: {OBLIGATIONS}")
     out: dict[str, Answer] = {}
+    pending: dict[str, dict[str, cvc5certs.Query]] = {}  # (certificates still to check)
     with int_sort(None):
         caching, events = z3.Bool("caching"), z3.Bool("events")
         cfg = Config(Finite(n), caching=caching, events=events, bugs=bugs)
@@ -169,11 +181,21 @@ def check(
                 why = fp.reason_unknown() if res == z3.unknown else ""
             dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             if res == z3.unsat:
+                if certify:
+                    inv = z3.BoolVal(True) if lose_invariant else fp.get_cover_delta(-1, reach)
+                    init = _flat(initial(cfg), (caching, events))
+                    post = _flat(t, (caching, events))
+                    qs = cvc5certs.spacer_queries(inv, vs, init, post, dom, goal, uses_step[name])
+                    pending[name] = qs
                 out[name] = Answer(name, n, "proved", dt, cpu=cpu)
             elif res == z3.sat:
                 out[name] = Answer(name, n, "refuted", dt, cpu=cpu)
             else:
                 out[name] = Answer(name, n, "unknown", dt, why, cpu)
+    if pending and before_certs is not None:
+        before_certs(dict(out))
+    for name, qs in pending.items():
+        out[name] = replace(out[name], cert=cvc5certs.confirm(qs))
     return out
 
 
@@ -184,11 +206,14 @@ def check_isolated(
     timeout_s: float = 150.0,
     together: bool = False,
     options: dict[str, Any] | None = None,
+    certify: bool = False,
+    lose_invariant: bool = False,
 ) -> dict[str, Answer]:
     """:func:`check` in a child interpreter (``python -m kvpool.proofs.spacer``), killed
-    after ``timeout_s`` seconds of wall time plus its start-up: every name then answers
-    ``timeout`` (never proved). The answer depends on the query alone, not on what this
-    process built. Names asked together in one child share the deadline."""
+    after ``timeout_s`` seconds of wall time plus its start-up (plus, with ``certify``,
+    :data:`CERT_S`): every name then answers ``timeout`` (never proved). The answer
+    depends on the query alone, not on what this process built. Names asked together in
+    one child share the deadline."""
     if n < 1:
         raise ValueError(f"N must be >= 1, got {n}")
     keys = (ALL,) if together else names
@@ -199,15 +224,20 @@ def check_isolated(
         "timeout_ms": int(timeout_s * 1000),
         "together": together,
         "options": options,
+        "certify": certify,
+        "lose_invariant": lose_invariant,
     }
     cmd = [sys.executable, "-m", "kvpool.proofs.spacer", json.dumps(req)]
     t0 = time.perf_counter()
+    deadline = timeout_s + STARTUP_S + (CERT_S * len(keys) if certify else 0.0)
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout_s + STARTUP_S, check=False
-        )
-    except subprocess.TimeoutExpired:  # subprocess.run has killed it
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, check=False)
+    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it
         dt = time.perf_counter() - t0
+        early = _answers(exc.stdout, keys)  # (killed while checking the certificates)
+        if early is not None:
+            why = f"certificate not checked: killed after {dt:.0f} s"
+            return {k: replace(a, detail=a.detail or why) for k, a in early.items()}
         return {k: Answer(k, n, "timeout", dt, f"killed after {dt:.0f} s") for k in keys}
     dt = time.perf_counter() - t0
     try:
@@ -218,8 +248,22 @@ def check_isolated(
         return {k: Answer(k, n, "unknown", dt, why) for k in keys}
 
 
+def _answers(out: str | bytes | None, keys: tuple[str, ...]) -> dict[str, Answer] | None:
+    """The answers a killed child printed before it was killed (None: none)."""
+    text = out.decode(errors="replace") if isinstance(out, bytes) else out or ""
+    try:
+        got = json.loads(text.strip().splitlines()[-1])
+        return {k: Answer(**got[k]) for k in keys}
+    except (ValueError, IndexError, KeyError, TypeError):
+        return None
+
+
 STARTUP_S = 30.0
 """The child's allowance, on top of the query's timeout, to start and build the encoding."""
+
+CERT_S = 6 * cvc5certs.TIMEOUT_MS / 1000
+"""The child's allowance per answer for its certificate (three queries, z3 and cvc5 on
+each at their limit)."""
 
 
 def main(argv: list[str]) -> int:
@@ -232,6 +276,9 @@ def main(argv: list[str]) -> int:
         req["timeout_ms"],
         req["together"],
         req["options"],
+        bool(req.get("certify", False)),
+        bool(req.get("lose_invariant", False)),
+        lambda early: print(json.dumps({k: asdict(v) for k, v in early.items()}), flush=True),
     )
     print(json.dumps({k: asdict(v) for k, v in got.items()}))
     return 0

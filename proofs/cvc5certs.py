@@ -1,0 +1,241 @@
+"""cvc5 on the two proof kinds whose answer is not one recorded query: Spacer and BMC.
+
+**Spacer** (:mod:`.spacer`) answers ``unsat`` on its Horn clauses by finding an inductive
+invariant ``Inv`` of the states. That invariant is taken from Spacer
+(``Fixedpoint.get_cover_delta(-1, Reach)``: a formula over ``Reach``'s arguments) and
+written out as three plain SMT-LIB 2 queries, each of which must be unsat:
+
+* ``Init => Inv``: ``not Inv(init)`` (the pool as built, both switches free);
+* ``Inv and T => Inv'``: ``Inv(s) and domain(a) and not Inv(T(s, a))``;
+* ``Inv => P``: ``Inv(s) and not P(s)`` (for a step rule, ``Inv(s) and domain(a) and not
+  P(s, a, r, T(s, a))``).
+
+Together they prove P for every run at that N without Spacer: a certificate. z3 and cvc5
+each read the same text (:func:`confirm`); both must say unsat. A ``sat`` from either is
+a failure ("disagree": Spacer said proved, its certificate does not hold); ``unknown``
+leaves it *not confirmed*.
+
+**BMC** (``runner.run_bmc``): each obligation at each step 1..k is asked with the
+obligations of the earlier steps as lemmas. The very same queries (the unrolled
+transition, the earlier steps' obligations, the negated obligation at the step) are
+written out at the bounds a row names and asked of z3 and cvc5 (:func:`bmc_queries`).
+
+Both run in a child interpreter (``python -m kvpool.proofs.cvc5certs``) killed at a
+deadline, so that neither adds terms to the caller's z3 context.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import z3  # type: ignore[import-untyped]
+
+from . import bmc, cvc5more, smtlib
+
+TIMEOUT_MS = 60000
+"""cvc5's and z3's limit per certificate query (quantifier-free: one ask each)."""
+
+SPACER_CHECKS = ("Init => Inv", "Inv and T => Inv'", "Inv => P")
+
+Verdict = list[str]
+"""One query's outcome: its name, z3's verdict on the text, cvc5's, cvc5's seconds, and
+how cvc5's was reached ("whole", or the parts it was asked in)."""
+
+
+Query = tuple[list[z3.BoolRef], z3.BoolRef]
+"""A query as its hypotheses and its goal: unsat iff the hypotheses imply the goal."""
+
+
+def spacer_queries(
+    inv: z3.BoolRef,
+    vs: Sequence[z3.ExprRef],
+    init: Sequence[z3.ExprRef],
+    post: Sequence[z3.ExprRef],
+    dom: z3.BoolRef,
+    goal: z3.BoolRef,
+    uses_step: bool,
+) -> dict[str, Query]:
+    """The three queries of the module's doc for Spacer's invariant ``inv`` (a formula
+    whose ``Var(i)`` is ``Reach``'s i-th argument): ``vs`` the state's variables, ``init``
+    and ``post`` the initial state's and the step's values for them, ``dom`` the calls'
+    domain, ``goal`` the obligation (a step rule when ``uses_step``)."""
+
+    def at(xs: Sequence[z3.ExprRef]) -> z3.BoolRef:
+        return z3.substitute_vars(inv, *xs)
+
+    return {
+        SPACER_CHECKS[0]: ([], at(init)),
+        SPACER_CHECKS[1]: ([at(vs), dom], at(post)),
+        SPACER_CHECKS[2]: ([at(vs), *([dom] if uses_step else [])], goal),
+    }
+
+
+def confirm(queries: dict[str, Query], timeout_ms: int = TIMEOUT_MS) -> list[Verdict]:
+    """Each query exported once (:func:`cvc5more.export`) and z3's verdict on that text;
+    cvc5's on the same query with its goal as its conjuncts (the invariant's clauses,
+    or the obligations asked together), asked as one group and in halves where
+    cvc5 leaves a group unknown (:func:`cvc5more.confirm`: the group whole is the query
+    itself). "unsat" only if every part is, "sat" if any is (a model of a part is a
+    model of the query). The fifth field says how cvc5's verdict was reached."""
+    out = []
+    for name, (hyp, goal) in queries.items():
+        zv, _ = smtlib.z3_check(cvc5more.export([*hyp, z3.Not(goal)]), timeout_ms)
+        t0 = time.perf_counter()
+        parts = list(goal.children()) if z3.is_and(goal) else [goal]
+        g = cvc5more.confirm(cvc5more.Group(name, hyp, parts))
+        vs = set(g.verdicts)
+        cv = "unsat" if vs == {"unsat"} else "sat" if "sat" in vs else "unknown"
+        how = f"{len(parts)} parts, {g.how}, {g.asks} asks"
+        out.append([name, zv, cv, f"{time.perf_counter() - t0:.1f}", how])
+    return out
+
+
+def verdict(certs: list[Verdict]) -> str:
+    """ "agree" (both unsat on every query), "disagree" (a sat from either solver: the
+    certificate or the proof is wrong), else "unknown" (not confirmed)."""
+    if any("sat" in (z, c) for _, z, c, *_ in certs):
+        return "disagree"
+    if certs and all((z, c) == ("unsat", "unsat") for _, z, c, *_ in certs):
+        return "agree"
+    return "unknown"
+
+
+Certified = tuple[int, str, str, list[Verdict]]
+"""A Spacer answer: its N, what was asked, Spacer's status, its certificate's verdicts."""
+
+
+def spacer_row(answers: Sequence[Certified], seconds: float) -> dict[str, Any]:
+    """Spacer's cvc5 row (``runner.ObligationResult(**row)``) from its proved answers,
+    each ``(N, what was asked, Spacer's status, the certificate's verdicts)``: "agree"
+    when every proved answer's three queries are unsat to both solvers, "disagree" on
+    any sat, "partly-confirmed" when some are unknown (or a proved answer has no
+    certificate), "not-run" when Spacer proved nothing."""
+    proved = [a for a in answers if a[2] == "proved"]
+    ok = [a for a in proved if verdict(a[3]) == "agree"]
+    bad = [a for a in proved if verdict(a[3]) == "disagree"]
+    open_ = [a for a in proved if a not in ok and a not in bad]
+
+    def say(a: Certified) -> str:
+        qs = ", ".join(f"{q}: z3 {z}, cvc5 {c}" for q, z, c, *_ in a[3] if (z, c) != ("unsat",) * 2)
+        return f"N={a[0]} {a[1]}: {qs or 'certificate not checked (its child was killed)'}"
+
+    status = (
+        "not-run" if not proved else "disagree" if bad else "partly-confirmed" if open_ else "agree"
+    )
+    return dict(
+        obligation="cvc5 re-checks Spacer's invariant",
+        kind="second solver",
+        technique="cvc5 (Spacer's invariant, SMT-LIB 2: Init => Inv, Inv and T => Inv', Inv => P)",
+        invariants=(),
+        bounds="Spacer's invariant confirmed by z3 and cvc5 at "
+        + (", ".join(f"N={a[0]} ({a[1]})" for a in ok) or "none")
+        + f": {len(ok)} of {len(proved)} proved answers"
+        + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
+        status=status,
+        seconds=seconds,
+        replay="; ".join(
+            [f"does not hold: {say(a)}" for a in bad] + [f"not confirmed: {say(a)}" for a in open_]
+        ),
+    )
+
+
+# -- BMC ------------------------------------------------------------------------------------
+
+
+def bmc_queries(n: int, k: int, M: int, names: Sequence[str] | None = None) -> dict[str, Query]:
+    """The queries ``runner.run_bmc(n, k, M)`` asks for ``names`` (default: every
+    obligation), by "obligation @ step": the unrolling, every obligation of the steps
+    before as lemmas, the obligation negated at the step."""
+    u = bmc.unroll(n, k, M=M)
+    base = list(u.solver.assertions())
+    wanted = list(u.obligations) if names is None else list(names)
+    out: dict[str, Query] = {}
+    for step in range(k):
+        lemmas = [u.obligations[o][i] for i in range(step) for o in u.obligations]
+        for o in wanted:
+            out[f"{o} @ step {step + 1}"] = ([*base, *lemmas], u.obligations[o][step])
+    return out
+
+
+def bmc_row_dict(
+    n: int, k: int, M: int, certs: list[Verdict], seconds: float, note: str = ""
+) -> dict[str, Any]:
+    """BMC's cvc5 row (``runner.ObligationResult(**row)``) from the verdicts."""
+    ok = [c for c in certs if (c[1], c[2]) == ("unsat", "unsat")]
+    bad = [c for c in certs if "sat" in (c[1], c[2])]
+    open_ = [c for c in certs if c not in ok and c not in bad]
+    status = "not-run" if not certs else verdict(certs)
+    status = "partly-confirmed" if status == "unknown" else status
+    return dict(
+        obligation=f"cvc5 re-checks BMC at N={n}, k<={k}",
+        kind="second solver",
+        technique="cvc5 (SMT-LIB 2 from z3, BMC's unrolled queries)",
+        invariants=(),
+        bounds=f"N={n} k={k} lists<={M}: z3 and cvc5 unsat on {len(ok)} of {len(certs)} "
+        f"step queries (each obligation at each step, the earlier steps as lemmas){note}",
+        status=status,
+        seconds=seconds,
+        replay="; ".join(f"{c[0]}: z3 {c[1]}, cvc5 {c[2]}" for c in bad + open_),
+    )
+
+
+# -- the child interpreter ---------------------------------------------------------------------
+
+STARTUP_S = 30.0
+"""The child's allowance, on top of its queries' limits, to start and build them."""
+
+
+def run_isolated(req: dict[str, Any], deadline_s: float) -> list[Verdict] | str:
+    """:func:`main` in a child interpreter, killed after ``deadline_s`` + :data:`STARTUP_S`
+    seconds: the verdicts, or why there are none."""
+    cmd = [sys.executable, "-m", "kvpool.proofs.cvc5certs", json.dumps(req)]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=deadline_s + STARTUP_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return f"killed after {deadline_s + STARTUP_S:.0f} s"
+    try:
+        got: list[Verdict] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return got
+    except (ValueError, IndexError):
+        return f"child exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
+
+
+def bmc_isolated(
+    n: int,
+    k: int,
+    M: int,
+    names: Sequence[str] | None = None,
+    timeout_ms: int = TIMEOUT_MS,
+    deadline_s: float = 3600.0,
+) -> dict[str, Any]:
+    """BMC's cvc5 row at ``(n, k, M)``, the queries asked in a child interpreter killed
+    after ``deadline_s`` (then the row is "not-run", never confirmed)."""
+    t0 = time.perf_counter()
+    req = {"what": "bmc", "n": n, "k": k, "M": M, "names": names, "timeout_ms": timeout_ms}
+    got = run_isolated(req, deadline_s)
+    if isinstance(got, str):
+        row = bmc_row_dict(n, k, M, [], time.perf_counter() - t0)
+        row["status"], row["replay"] = "not-run", got
+        return row
+    return bmc_row_dict(n, k, M, got, time.perf_counter() - t0)
+
+
+def main(argv: list[str]) -> int:
+    """The child: one JSON request in, one JSON line of verdicts out."""
+    req = json.loads(argv[0])
+    if req.get("what") != "bmc":
+        raise ValueError(f"unknown request: {req.get('what')!r}")
+    qs = bmc_queries(int(req["n"]), int(req["k"]), int(req["M"]), req.get("names"))
+    print(json.dumps(confirm(qs, int(req["timeout_ms"]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

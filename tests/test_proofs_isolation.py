@@ -1,0 +1,148 @@
+"""An isolated obligation is the same in any process (kvpool.proofs.model.isolate).
+
+What z3 sees of an obligation asked through :func:`model.isolated_check`: the formulas in
+its context, printed, and the context's counter of fresh names (z3 names the constants
+it makes while solving from it; ``translate`` lifted it to the main context's). Both
+must be the same in a fresh process and in one that made many fresh names and solved
+other obligations first; the old path (``translate``) fails that comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import z3  # type: ignore[import-untyped]
+
+from kvpool.proofs import model
+from kvpool.proofs.model import RenamedModel, canonical_text, isolate, isolated_check
+
+# The obligation, built by the same code here and in a fresh process: an Unbounded
+# queue step (quantified, lambdas) whose pool size is a fresh constant (a name taken
+# from the main context's counter: "N!0" in a fresh process, "N!10001" after pollution).
+BUILD = """
+import z3
+from kvpool.proofs import model as M
+d = M.Unbounded(z3.FreshInt("N"))
+cfg = M.Config(d)
+s = M.fresh_state(cfg, "s")
+x = z3.Int("x")
+t = M.q_append(d, s, x)
+EXPRS = [d.N >= 2, s.L < d.N - 1, z3.Not(z3.Select(t.q, s.L) == x)]
+"""
+
+
+def _obligation() -> list[Any]:
+    ns: dict[str, Any] = {}
+    exec(BUILD, ns)  # the very text the fresh process runs
+    return list(ns["EXPRS"])
+
+
+def new_path(exprs: list[Any]) -> tuple[str, str]:
+    iso = isolate(exprs)
+    return _seen(iso.ctx, iso.exprs)
+
+
+def old_path(exprs: list[Any]) -> tuple[str, str]:
+    """The translation isolated_check used before (the seeded bug)."""
+    ctx = z3.Context()
+    return _seen(ctx, [e.translate(ctx) for e in exprs])
+
+
+def _seen(ctx: z3.Context, exprs: list[Any]) -> tuple[str, str]:
+    """What z3 gets: the context's formulas, and the next name it would make."""
+    sol = z3.Solver(ctx=ctx)
+    sol.add(exprs)
+    return sol.sexpr(), str(z3.FreshInt("k", ctx=ctx))
+
+
+@pytest.fixture(scope="module")
+def fresh() -> dict[str, list[str]]:
+    """What each path gives in a fresh process (one process, the new path asked first)."""
+    script = (
+        BUILD
+        + "import json\n"
+        + "from kvpool.proofs.model import isolate\n"
+        + "def seen(ctx, ex):\n"
+        + "    sol = z3.Solver(ctx=ctx); sol.add(ex)\n"
+        + "    return [sol.sexpr(), str(z3.FreshInt('k', ctx=ctx))]\n"
+        + "iso = isolate(EXPRS)\n"
+        + "ctx = z3.Context()\n"
+        + "new = seen(iso.ctx, iso.exprs)\n"
+        + "old = seen(ctx, [e.translate(ctx) for e in EXPRS])\n"
+        + "print(json.dumps({'new': new, 'old': old}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    got: dict[str, list[str]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return got
+
+
+def _pollute() -> None:
+    for _ in range(10000):
+        z3.FreshInt()
+    # a refuted check whose model comes back into the main context (that, too, lifted
+    # the main context's counter)
+    y = z3.Int("y")
+    status, _, m = isolated_check([y > 0], y > 1, 5000)
+    assert status == "refuted" and m is not None
+
+
+def _same_as_fresh(path: Callable[[list[Any]], tuple[str, str]], fresh: list[str]) -> bool:
+    _pollute()
+    return list(path(_obligation())) == fresh
+
+
+def test_an_obligation_is_the_same_in_a_polluted_process_as_in_a_fresh_one(
+    fresh: dict[str, list[str]],
+) -> None:
+    assert _same_as_fresh(new_path, fresh["new"])
+    text, _ = new_path(_obligation())
+    assert "N!" not in text and "kv!0" in text  # the fresh name is renamed canonically
+
+
+def test_the_translating_path_fails_that_comparison(fresh: dict[str, list[str]]) -> None:
+    # the seeded bug: the isolation isolated_check used before
+    assert not _same_as_fresh(old_path, fresh["old"])
+
+
+def test_a_refutations_model_is_read_with_the_callers_names() -> None:
+    f = z3.Function("f", z3.IntSort(), z3.BoolSort(), z3.IntSort())
+    n, b = z3.FreshInt("n"), z3.Bool("b")
+    key = z3.DeclareSort("Key")
+    k1, k2 = z3.Const("k1", key), z3.Const("k2", key)
+    status, _, m = isolated_check([f(n, b) == n + 3, n > 5, k1 != k2], f(n, b) > 100, 5000)
+    assert status == "refuted" and isinstance(m, RenamedModel)
+    v = m.eval(n, model_completion=True).as_long()
+    assert v > 5 and m.eval(f(n, b), model_completion=True).as_long() == v + 3
+    assert z3.is_false(m.eval(k1 == k2, model_completion=True))
+    assert len(m.get_universe(key)) >= 2  # the caller's uninterpreted sort
+
+
+def test_a_name_declared_twice_is_left_as_printed() -> None:
+    text = "(declare-fun a () Int)\n(declare-fun a () Bool)\n(assert (= a 1))\n"
+    assert canonical_text(text) == (text, {})
+    # a prefix already in the text is lengthened
+    renamed, names = canonical_text("(declare-fun kv!0 () Int)\n(assert (= kv!0 1))\n")
+    assert names == {"kv!0": "kv!!0"} and "(= kv!!0 1)" in renamed
+
+
+def test_the_ladder_asks_again_at_the_next_seed_with_twice_the_time(monkeypatch: Any) -> None:
+    asked: list[tuple[int, int]] = []
+
+    def fake(hyp: Any, goal: Any, timeout_ms: int, seed: int = 0) -> tuple[str, float, None]:
+        asked.append((timeout_ms, seed))
+        return ("unknown" if len(asked) < 3 else "proved"), 0.5, None
+
+    monkeypatch.setattr(model, "isolated_check", fake)
+    x = z3.Int("x")
+    assert model.robust_check([x > 1], x > 0, 1000, seeds=4)[:2] == ("proved", 1.5)
+    assert asked == [(1000, 0), (2000, 1), (4000, 2)]
+    asked.clear()
+    assert model.robust_check([], x > 0, 100, seeds=2)[0] == "unknown"
+    assert asked == [(100, 0), (200, 1)]

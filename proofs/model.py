@@ -1369,9 +1369,7 @@ class RenamedModel(z3.ModelRef):  # type: ignore[misc]
         return self.eval(t, model_completion)
 
 
-def _model_back(
-    sol: z3.Solver, exprs: Sequence[z3.ExprRef], names: dict[str, str]
-) -> z3.ModelRef:
+def _model_back(sol: z3.Solver, exprs: Sequence[z3.ExprRef], names: dict[str, str]) -> z3.ModelRef:
     m = sol.model().translate(z3.main_ctx())
     return RenamedModel(m, exprs, names) if names else m
 
@@ -1410,6 +1408,28 @@ def isolated_check(
     return "unknown", dt, None
 
 
+def isolated_model(
+    formulas: list[z3.BoolRef], timeout_ms: int, seed: int = 0
+) -> tuple[str, float, z3.ModelRef | None]:
+    """Are ``formulas`` satisfiable together? "sat" with a model (read with the caller's
+    names), "unsat" or "unknown", and the seconds: asked as :func:`isolated_check` asks
+    (:func:`isolate`), not recorded (a witness search, not an obligation)."""
+    if not formulas:
+        formulas = [z3.BoolVal(True)]
+    iso = isolate(formulas)
+    sol = z3.Solver(ctx=iso.ctx)
+    sol.set("timeout", timeout_ms)
+    sol.set("random_seed", seed)
+    for a in iso.exprs:
+        sol.add(a)
+    t0 = time.perf_counter()
+    res = sol.check()
+    dt = time.perf_counter() - t0
+    if res == z3.sat:
+        return "sat", dt, _model_back(sol, formulas, iso.names)
+    return ("unsat" if res == z3.unsat else "unknown"), dt, None
+
+
 LADDER_SEEDS = 3
 """:func:`robust_check` asks an obligation at z3 seeds 0..LADDER_SEEDS-1 at most."""
 
@@ -1420,21 +1440,34 @@ def robust_check(
     budget_ms: int,
     seeds: int = LADDER_SEEDS,
     first_seed: int = 0,
+    cap_ms: int | None = None,
+    total_ms: int | None = None,
     until: Callable[[str, z3.ModelRef | None], bool] | None = None,
 ) -> tuple[str, float, z3.ModelRef | None]:
     """:func:`isolated_check` asked up a ladder: z3 seed ``first_seed`` with a time limit
-    of ``budget_ms``, then the next seed with twice the time, and so on for ``seeds``
-    rungs, until an answer that is not "unknown" (or, with ``until``, one it accepts: e.g.
-    a refutation whose counterexample replays). The answer, the seconds of all the rungs
-    asked, the model. The one place that asks an obligation again: each obligation's
-    answer depends on it alone (:func:`isolate`), so what is left to vary is z3's seed
-    and the wall-clock limit under load, which the ladder's seeds and doubling absorb."""
+    of ``budget_ms``, then the next seed with twice the time (at most ``cap_ms``), and so
+    on for ``seeds`` rungs, until an answer that is not "unknown" (or, with ``until``, one
+    it accepts), or until the rungs asked have taken ``total_ms`` (the last rung's limit
+    is what is left of it). The answer, the seconds of all the rungs, the model.
+
+    The one place that asks an obligation again. Each answer depends on the obligation
+    alone (:func:`isolate`), so what is left to vary is z3's seed (a quantified query's
+    "unknown" may change with it) and the wall-clock limit under load: the seeds and the
+    doubling absorb those."""
     if seeds < 1 or budget_ms < 1:
         raise ValueError("robust_check: seeds and budget_ms must be >= 1")
     ok = until if until is not None else (lambda st, m: st != "unknown")
     status, total, m = "unknown", 0.0, None
     for k in range(seeds):
-        status, dt, m = isolated_check(hyp, goal, budget_ms << k, first_seed + k)
+        limit = budget_ms << k
+        if cap_ms is not None:
+            limit = min(limit, cap_ms)
+        if total_ms is not None:
+            left = total_ms - int(total * 1000)
+            if left <= 0:
+                break
+            limit = min(limit, left)
+        status, dt, m = isolated_check(hyp, goal, max(limit, 1), first_seed + k)
         total += dt
         if ok(status, m):
             break
@@ -1453,12 +1486,11 @@ def hypothesis_model(
     any model), each at z3 seeds 0..seeds-1 until one is not unknown."""
     status, dt, m = "unknown", 0.0, None
     for extra in prefer:
-        for seed in range(seeds):
-            # "refuted" of False is a model of the hypothesis
-            status, took, m = isolated_check([*hyp, *extra], z3.BoolVal(False), timeout_ms, seed)
-            dt += took
-            if status != "unknown":
-                break
+        # "refuted" of False is a model of the hypothesis; every rung has timeout_ms
+        status, took, m = robust_check(
+            [*hyp, *extra], z3.BoolVal(False), timeout_ms, seeds, cap_ms=timeout_ms
+        )
+        dt += took
         if status == "refuted":
             break
     return {"refuted": "sat", "proved": "unsat"}.get(status, "unknown"), dt, m

@@ -146,3 +146,19 @@ def test_the_ladder_asks_again_at_the_next_seed_with_twice_the_time(monkeypatch:
     asked.clear()
     assert model.robust_check([], x > 0, 100, seeds=2)[0] == "unknown"
     assert asked == [(100, 0), (200, 1)]
+
+
+def test_the_ladder_keeps_to_its_cap_and_total(monkeypatch: Any) -> None:
+    asked: list[tuple[int, int]] = []
+
+    def fake(hyp: Any, goal: Any, timeout_ms: int, seed: int = 0) -> tuple[str, float, None]:
+        asked.append((timeout_ms, seed))
+        return "unknown", timeout_ms / 1000, None
+
+    monkeypatch.setattr(model, "isolated_check", fake)
+    x = z3.Int("x")
+    model.robust_check([], x > 0, 1000, seeds=4, first_seed=5, cap_ms=3000)
+    assert asked == [(1000, 5), (2000, 6), (3000, 7), (3000, 8)]
+    asked.clear()
+    model.robust_check([], x > 0, 2000, seeds=8, cap_ms=2000, total_ms=5000)
+    assert asked == [(2000, 0), (2000, 1), (1000, 2)]

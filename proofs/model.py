@@ -1236,16 +1236,17 @@ class Isolated:
 
 def _smt2(exprs: Sequence[z3.ExprRef]) -> str:
     """The formulas as an SMT-LIB script (declarations, then one assert each), printed by
-    z3 from a solver of their own context that is never checked."""
+    z3's benchmark printer (``Z3_benchmark_to_smtlib_string``: ~100x faster than the
+    solver's pretty printer on the fixed-N steps; its let-names carry term ids, which the
+    parser drops, and it prints no quantifier weights or skolem ids, which the proofs do
+    not set)."""
     ctx = exprs[0].ctx
-    s = z3.Z3_mk_solver(ctx.ref())
-    z3.Z3_solver_inc_ref(ctx.ref(), s)
-    try:
-        for e in exprs:
-            z3.Z3_solver_assert(ctx.ref(), s, e.as_ast())
-        return str(z3.Z3_solver_to_string(ctx.ref(), s))
-    finally:
-        z3.Z3_solver_dec_ref(ctx.ref(), s)
+    *first, last = exprs
+    arr = (z3.Ast * max(len(first), 1))(*[e.as_ast() for e in first])
+    out = z3.Z3_benchmark_to_smtlib_string(
+        ctx.ref(), "", "", "unknown", "", len(first), arr, last.as_ast()
+    )
+    return str(out)
 
 
 def canonical_text(text: str) -> tuple[str, dict[str, str]]:
@@ -1269,12 +1270,22 @@ def canonical_text(text: str) -> tuple[str, dict[str, str]]:
 
 _SORT = re.compile(r"^\(declare-sort (\|[^|]*\||[^\s()|]+) 0\)\n", re.M)
 
+USER_SORTS: tuple[str, ...] = ("Key", "Watcher")
+"""The uninterpreted sorts the proofs declare (symsorts' keys and watcher ids). z3 numbers
+an uninterpreted sort by the order its name was first declared in a context, and a model
+translated back keeps the number: these are declared first, in this order, in the main
+context (when this module is imported) and in every isolated context, so that the two
+number them alike. An obligation with another uninterpreted sort is isolated by
+``translate`` (its answer may then depend on the process)."""
+_MAIN_SORTS = [z3.DeclareSort(n) for n in USER_SORTS]
+
 
 def _parse(text: str, ctx: z3.Context) -> list[Any]:
-    """The asserted formulas of ``text``, parsed in ``ctx``. Its uninterpreted sorts are
-    made as :func:`z3.DeclareSort` makes them (the parser's ``declare-sort`` makes a sort
-    of another kind, which a model translated back does not share with the caller's)."""
-    sorts = {n.strip("|"): z3.DeclareSort(n.strip("|"), ctx) for n in _SORT.findall(text)}
+    """The asserted formulas of ``text`` (whose uninterpreted sorts are among
+    :data:`USER_SORTS`), parsed in ``ctx``, the sorts made as :func:`z3.DeclareSort`
+    makes them (the parser's ``declare-sort`` makes a sort a model does not share with
+    the caller's)."""
+    sorts = {n: z3.DeclareSort(n, ctx) for n in USER_SORTS}
     return list(z3.parse_smt2_string(_SORT.sub("", text), sorts=sorts, ctx=ctx))
 
 
@@ -1292,8 +1303,10 @@ def isolate(exprs: Sequence[z3.ExprRef]) -> Isolated:
     appearance (:func:`canonical_text`), and the text parsed into a new context, whose
     state then depends on the formulas alone."""
     printed = _smt2(exprs)
-    text, names = canonical_text(printed)
     ctx = z3.Context()
+    if any(n.strip("|") not in USER_SORTS for n in _SORT.findall(printed)):
+        return Isolated(ctx, [e.translate(ctx) for e in exprs], printed, {})
+    text, names = canonical_text(printed)
     try:
         parsed = _parse(text, ctx)
     except z3.Z3Exception:  # a renaming the parser refuses: the printed names, unchanged
@@ -1371,6 +1384,12 @@ class RenamedModel(z3.ModelRef):  # type: ignore[misc]
 
 def _model_back(sol: z3.Solver, exprs: Sequence[z3.ExprRef], names: dict[str, str]) -> z3.ModelRef:
     m = sol.model().translate(z3.main_ctx())
+    for srt in m.sorts():
+        if srt.name() in USER_SORTS and srt != z3.DeclareSort(srt.name()):
+            raise RuntimeError(
+                f"the sort {srt.name()!r} was declared in the main z3 context before "
+                "kvpool.proofs.model was imported: a model's values of it cannot be read"
+            )
     return RenamedModel(m, exprs, names) if names else m
 
 

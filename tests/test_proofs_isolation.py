@@ -162,3 +162,13 @@ def test_the_ladder_keeps_to_its_cap_and_total(monkeypatch: Any) -> None:
     asked.clear()
     model.robust_check([], x > 0, 2000, seeds=8, cap_ms=2000, total_ms=5000)
     assert asked == [(2000, 0), (2000, 1), (1000, 2)]
+
+
+def test_an_obligation_with_a_sort_of_its_own_is_still_read_right() -> None:
+    # a sort outside model.USER_SORTS: isolated by translate (not canonical), model readable
+    colour = z3.DeclareSort("Colour")
+    c1, c2 = z3.Const("c1", colour), z3.Const("c2", colour)
+    assert isolate([c1 != c2]).names == {}
+    status, _, m = isolated_check([c1 != c2], z3.BoolVal(False), 5000)
+    assert status == "refuted" and m is not None
+    assert len(m.get_universe(colour)) == 2 and z3.is_false(m.eval(c1 == c2))

@@ -1228,8 +1228,10 @@ class Isolated:
     exprs: list[Any]
     """The formulas, in ``ctx``, in order, with their constants and functions renamed."""
     text: str
-    """The SMT-LIB script ``ctx`` parsed: the same obligation gives the same text in any
-    process, whatever the process built or solved before."""
+    """The SMT-LIB script ``ctx`` parsed. Its let-names and which terms it names with a
+    let vary with the process (the printer's choice follows the main context's sharing
+    and term ids); the formulas parsed do not: the same obligation gives the same
+    ``exprs`` (and the same ``Solver.sexpr()`` of them) in any process."""
     names: dict[str, str]
     """The caller's name of each constant or function -> its canonical name."""
 

@@ -104,6 +104,8 @@ def test_an_obligation_is_the_same_in_a_polluted_process_as_in_a_fresh_one(
     assert _same_as_fresh(new_path, fresh["new"])
     text, _ = new_path(_obligation())
     assert "N!" not in text and "kv!0" in text  # the fresh name is renamed canonically
+    # (the text parsed need not be: which terms the printer names with a let follows
+    # the main context's sharing; the let-names are expanded by the parser)
 
 
 def test_the_translating_path_fails_that_comparison(fresh: dict[str, list[str]]) -> None:

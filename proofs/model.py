@@ -1248,7 +1248,36 @@ def _smt2(exprs: Sequence[z3.ExprRef]) -> str:
     out = z3.Z3_benchmark_to_smtlib_string(
         ctx.ref(), "", "", "unknown", "", len(first), arr, last.as_ast()
     )
-    return str(out)
+    return _unwrap_distinct(str(out))
+
+
+_WRAPPED = "(and (distinct "
+
+
+def _unwrap_distinct(text: str) -> str:
+    """The benchmark printer writes ``distinct`` as ``(and (distinct ..) true)``, which
+    would parse into another formula: each is written back as ``(distinct ..)``."""
+    out: list[str] = []
+    i = 0
+    while (j := text.find(_WRAPPED, i)) >= 0:
+        k, depth = j + len("(and "), 0
+        while True:  # the end of "(distinct ..)": its parenthesis closed
+            c = text[k]
+            if c == "|":
+                k = text.index("|", k + 1)
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        if not text.startswith(" true)", k + 1):
+            raise RuntimeError("isolate: a distinct printed in an unexpected form")
+        out += [text[i:j], text[j + len("(and ") : k + 1]]
+        i = k + 1 + len(" true)")
+    out.append(text[i:])
+    return "".join(out)
 
 
 def canonical_text(text: str) -> tuple[str, dict[str, str]]:

@@ -174,3 +174,24 @@ def test_an_obligation_with_a_sort_of_its_own_is_still_read_right() -> None:
     status, _, m = isolated_check([c1 != c2], z3.BoolVal(False), 5000)
     assert status == "refuted" and m is not None
     assert len(m.get_universe(colour)) == 2 and z3.is_false(m.eval(c1 == c2))
+
+
+def test_the_text_parses_into_the_formulas_translate_gives() -> None:
+    # the printer's own forms (distinct written as "(and (distinct ..) true)") are undone:
+    # re-made from the text, the formulas are the translated ones, term for term
+    x, y = z3.Ints("x y")
+    key = z3.DeclareSort("Key")
+    k = z3.Const("k", key)
+    arr = z3.Array("arr", z3.IntSort(), key)
+    exprs = [
+        z3.Distinct(x, y, z3.IntVal(-2)),
+        z3.And(z3.Distinct(x, y), z3.BoolVal(True)),  # the form the printer uses, for real
+        z3.ForAll([x], z3.Implies(x > 0, z3.Select(arr, x) != k)),
+        z3.Lambda([x], x + y)[3] == z3.RealVal("1/3") * 0 + 4,
+    ]
+    printed = model._smt2(exprs)
+    ctx, other = z3.Context(), z3.Context()
+    a, b = z3.Solver(ctx=ctx), z3.Solver(ctx=other)
+    a.add(model._parse(printed, ctx))
+    b.add([e.translate(other) for e in exprs])
+    assert a.sexpr() == b.sexpr()

@@ -1216,8 +1216,8 @@ _TOKEN = re.compile(r'\|[^|]*\||"(?:[^"]|"")*"|[^\s()|";]+')
 """An SMT-LIB token: a quoted symbol, a string literal, or a simple symbol/numeral/keyword."""
 _DECLARED = re.compile(r"^\(declare-fun (\|[^|]*\||[^\s()|]+) ", re.M)
 CANON = "kv!"
-"""The canonical names' prefix: the i-th name declared is ``kv!i`` (lengthened if the
-text already has a token that starts with it)."""
+"""The canonical names' prefix: the i-th fresh-form name declared is ``kv!i`` (lengthened
+if the text already has a token that starts with it)."""
 
 
 @dataclass
@@ -1280,20 +1280,30 @@ def _unwrap_distinct(text: str) -> str:
     return "".join(out)
 
 
+_FRESH = re.compile(r"\|?.*![0-9]+\|?")
+"""The form of the names z3 makes from a counter (``FreshInt("x")`` is ``x!N``)."""
+
+
 def canonical_text(text: str) -> tuple[str, dict[str, str]]:
-    """``text`` with each declared name (``declare-fun``: the uninterpreted constants and
-    functions) renamed ``kv!0``, ``kv!1``.. in order of declaration (z3 prints them in
-    order of first appearance in its traversal of the formulas), and the renaming.
-    Unchanged (and no renaming) where a name is declared twice (overloaded by sort) or is
-    also a name the text does not declare (a datatype's constructor or accessor)."""
+    """``text`` with each declared name (``declare-fun``: uninterpreted constants and
+    functions) of the fresh-name form ``prefix!N`` renamed ``kv!0``, ``kv!1``.. in order
+    of declaration (z3 prints them in order of first appearance in its traversal of the
+    formulas), and the renaming. The other names are the code's own strings, the same in
+    every process, and stay: z3's search depends on names too (they hash), and one of
+    multikey's refutations found in 0.1 s under the code's names was "unknown" at every
+    seed with every name renamed. Unchanged (no renaming) where a name is declared twice
+    (overloaded by sort); a renaming the parser refuses is undone by :func:`isolate`."""
     declared = _DECLARED.findall(text)
     if len(set(declared)) != len(declared):
+        return text, {}
+    fresh = [n for n in declared if _FRESH.fullmatch(n)]
+    if not fresh:
         return text, {}
     prefix = CANON
     tokens = set(_TOKEN.findall(text))
     while any(t.startswith(prefix) for t in tokens):
         prefix += "!"
-    names = {n: f"{prefix}{i}" for i, n in enumerate(declared)}
+    names = {n: f"{prefix}{i}" for i, n in enumerate(fresh)}
     return _TOKEN.sub(lambda m: names.get(m.group(0), m.group(0)), text), {
         n.strip("|"): c for n, c in names.items()
     }
@@ -1329,10 +1339,10 @@ def isolate(exprs: Sequence[z3.ExprRef]) -> Isolated:
     translated back from an earlier check). The names z3 makes while solving (Skolem
     constants, instantiations, array witnesses) then differ from process to process, so
     do their hashes and z3's search: one quantified refutation was "refuted" in a fresh
-    process and "unknown" after one ``z3.FreshInt()`` (benchmarks/bench_isolation.py). The
-    formulas are printed as SMT-LIB instead, their declared names renamed by order of
-    appearance (:func:`canonical_text`), and the text parsed into a new context, whose
-    state then depends on the formulas alone."""
+    process and "unknown" after one ``z3.FreshInt()`` (benchmarks/isolation.py). The
+    formulas are printed as SMT-LIB instead, the declared names z3 made from a counter
+    renamed by order of appearance (:func:`canonical_text`), and the text parsed into a
+    new context, whose state then depends on the formulas alone."""
     printed = _smt2(exprs)
     ctx = z3.Context()
     if any(n.strip("|") not in USER_SORTS for n in _SORT.findall(printed)):

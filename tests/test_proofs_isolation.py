@@ -114,7 +114,7 @@ def test_the_translating_path_fails_that_comparison(fresh: dict[str, list[str]])
 
 
 def test_a_refutations_model_is_read_with_the_callers_names() -> None:
-    f = z3.Function("f", z3.IntSort(), z3.BoolSort(), z3.IntSort())
+    f = z3.Function("f!7", z3.IntSort(), z3.BoolSort(), z3.IntSort())  # a fresh-form name
     n, b = z3.FreshInt("n"), z3.Bool("b")
     key = z3.DeclareSort("Key")
     k1, k2 = z3.Const("k1", key), z3.Const("k2", key)

@@ -1228,10 +1228,10 @@ class Isolated:
     exprs: list[Any]
     """The formulas, in ``ctx``, in order, with their constants and functions renamed."""
     text: str
-    """The SMT-LIB script ``ctx`` parsed. Its let-names and which terms it names with a
-    let vary with the process (the printer's choice follows the main context's sharing
-    and term ids); the formulas parsed do not: the same obligation gives the same
-    ``exprs`` (and the same ``Solver.sexpr()`` of them) in any process."""
+    """The SMT-LIB script parsed. Its let-names and which terms it names with a let vary
+    with the process (the printer's choice follows the main context's reference counts
+    and term ids); ``exprs`` do not: the same obligation gives the same formulas, with
+    the same term numbers, in any process."""
     names: dict[str, str]
     """The caller's name of each constant or function -> its canonical name."""
 
@@ -1348,14 +1348,22 @@ def isolate(exprs: Sequence[z3.ExprRef]) -> Isolated:
     if any(n.strip("|") not in USER_SORTS for n in _SORT.findall(printed)):
         return Isolated(ctx, [e.translate(ctx) for e in exprs], printed, {})
     text, names = canonical_text(printed)
+    scratch = z3.Context()
     try:
-        parsed = _parse(text, ctx)
+        parsed = _parse(text, scratch)
     except z3.Z3Exception:  # a renaming the parser refuses: the printed names, unchanged
         text, names = printed, {}
-        parsed = _parse(text, ctx)
+        parsed = _parse(text, scratch)
     if len(parsed) != len(exprs):
         raise RuntimeError(f"isolate: {len(exprs)} formulas printed, {len(parsed)} parsed")
-    return Isolated(ctx, parsed, text, names)
+    # Parsed in a scratch context, then translated into the context z3 solves in: the
+    # parser numbers terms as the text lists them, and which subterms the printer names
+    # with a let (listed first) follows the main context's reference counts; the
+    # translation numbers them by a walk of the formulas alone. (z3's search is ordered
+    # by term numbers: the same formulas numbered otherwise were "unknown" at 3 s, and
+    # refuted in 0.1 s.) The scratch context's fresh-name counter, which the translation
+    # passes on, is the parser's: the same for the same formulas.
+    return Isolated(ctx, [e.translate(ctx) for e in parsed], text, names)
 
 
 def _decls(exprs: Sequence[z3.ExprRef], wanted: dict[str, str]) -> dict[str, Any]:

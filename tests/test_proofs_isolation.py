@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -36,81 +35,107 @@ EXPRS = [d.N >= 2, s.L < d.N - 1, z3.Not(z3.Select(t.q, s.L) == x)]
 """
 
 
+# What z3 gets, computed by the same code here and in the fresh process: the formulas
+# (printed), the next name the context would make, and the term numbers in a walk of
+# the formulas (z3's search is ordered by them). Three ways to isolate: the new one,
+# the old translation (the seeded bug), and the text parsed without the renumbering.
+SEEN = """
+import z3
+from kvpool.proofs import model as M
+
+
+def numbers(exprs):
+    out, todo, done = [], list(reversed(exprs)), set()
+    while todo:
+        e = todo.pop()
+        if e.get_id() in done:
+            continue
+        done.add(e.get_id())
+        out.append(e.get_id())
+        kids = [e.body()] if z3.is_quantifier(e) else e.children() if z3.is_app(e) else []
+        todo.extend(reversed(kids))
+    return out
+
+
+def seen(ctx, exprs):
+    sol = z3.Solver(ctx=ctx)
+    sol.add(exprs)
+    return [sol.sexpr(), str(z3.FreshInt("k", ctx=ctx)), numbers(exprs)]
+
+
+def paths(exprs):
+    iso = M.isolate(exprs)
+    old = z3.Context()
+    parsed = z3.Context()
+    return {
+        "new": seen(iso.ctx, iso.exprs),
+        "old": seen(old, [e.translate(old) for e in exprs]),
+        "parsed": seen(parsed, M._parse(M.canonical_text(M._smt2(exprs))[0], parsed)),
+    }
+"""
+
+
 def _obligation() -> list[Any]:
     ns: dict[str, Any] = {}
     exec(BUILD, ns)  # the very text the fresh process runs
     return list(ns["EXPRS"])
 
 
-def new_path(exprs: list[Any]) -> tuple[str, str]:
-    iso = isolate(exprs)
-    return _seen(iso.ctx, iso.exprs)
-
-
-def old_path(exprs: list[Any]) -> tuple[str, str]:
-    """The translation isolated_check used before (the seeded bug)."""
-    ctx = z3.Context()
-    return _seen(ctx, [e.translate(ctx) for e in exprs])
-
-
-def _seen(ctx: z3.Context, exprs: list[Any]) -> tuple[str, str]:
-    """What z3 gets: the context's formulas, and the next name it would make."""
-    sol = z3.Solver(ctx=ctx)
-    sol.add(exprs)
-    return sol.sexpr(), str(z3.FreshInt("k", ctx=ctx))
-
-
-@pytest.fixture(scope="module")
-def fresh() -> dict[str, list[str]]:
-    """What each path gives in a fresh process (one process, the new path asked first)."""
-    script = (
-        BUILD
-        + "import json\n"
-        + "from kvpool.proofs.model import isolate\n"
-        + "def seen(ctx, ex):\n"
-        + "    sol = z3.Solver(ctx=ctx); sol.add(ex)\n"
-        + "    return [sol.sexpr(), str(z3.FreshInt('k', ctx=ctx))]\n"
-        + "iso = isolate(EXPRS)\n"
-        + "ctx = z3.Context()\n"
-        + "new = seen(iso.ctx, iso.exprs)\n"
-        + "old = seen(ctx, [e.translate(ctx) for e in EXPRS])\n"
-        + "print(json.dumps({'new': new, 'old': old}))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
-    )
-    got: dict[str, list[str]] = json.loads(out.stdout.strip().splitlines()[-1])
+def _paths(exprs: list[Any]) -> dict[str, list[Any]]:
+    ns: dict[str, Any] = {}
+    exec(SEEN, ns)
+    got: dict[str, list[Any]] = ns["paths"](exprs)
     return got
 
 
-def _pollute() -> None:
+@pytest.fixture(scope="module")
+def fresh() -> dict[str, list[Any]]:
+    """What each path gives in a fresh process."""
+    script = BUILD + SEEN + "import json\nprint(json.dumps(paths(EXPRS)))\n"
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    got: dict[str, list[Any]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return got
+
+
+@pytest.fixture(scope="module")
+def polluted() -> dict[str, list[Any]]:
+    """What each path gives here, after 10,000 fresh names, a refutation whose model came
+    back into the main context (both lift its counter), and with a copy of the obligation
+    kept alive (more references to its terms: the printer names other terms with lets)."""
     for _ in range(10000):
         z3.FreshInt()
-    # a refuted check whose model comes back into the main context (that, too, lifted
-    # the main context's counter)
     y = z3.Int("y")
     status, _, m = isolated_check([y > 0], y > 1, 5000)
     assert status == "refuted" and m is not None
-
-
-def _same_as_fresh(path: Callable[[list[Any]], tuple[str, str]], fresh: list[str]) -> bool:
-    _pollute()
-    return list(path(_obligation())) == fresh
+    keep = _obligation()
+    got = _paths(_obligation())
+    del keep
+    return got
 
 
 def test_an_obligation_is_the_same_in_a_polluted_process_as_in_a_fresh_one(
-    fresh: dict[str, list[str]],
+    fresh: dict[str, list[Any]], polluted: dict[str, list[Any]]
 ) -> None:
-    assert _same_as_fresh(new_path, fresh["new"])
-    text, _ = new_path(_obligation())
-    assert "N!" not in text and "kv!0" in text  # the fresh name is renamed canonically
-    # (the text parsed need not be: which terms the printer names with a let follows
-    # the main context's sharing; the let-names are expanded by the parser)
+    assert polluted["new"] == fresh["new"]
+    assert "N!" not in polluted["new"][0] and "kv!0" in polluted["new"][0]  # renamed
 
 
-def test_the_translating_path_fails_that_comparison(fresh: dict[str, list[str]]) -> None:
-    # the seeded bug: the isolation isolated_check used before
-    assert not _same_as_fresh(old_path, fresh["old"])
+def test_the_translating_path_fails_that_comparison(
+    fresh: dict[str, list[Any]], polluted: dict[str, list[Any]]
+) -> None:
+    # the seeded bug: the isolation isolated_check used before (names, counter)
+    assert polluted["old"][:2] != fresh["old"][:2]
+
+
+def test_the_text_parsed_without_renumbering_fails_it_too(
+    fresh: dict[str, list[Any]], polluted: dict[str, list[Any]]
+) -> None:
+    # the same formulas, numbered as the text lists them (lets first): only the numbers
+    # differ, and they order z3's search
+    assert polluted["parsed"][:2] == fresh["parsed"][:2]
+    assert polluted["parsed"][2] != fresh["parsed"][2]
 
 
 def test_a_refutations_model_is_read_with_the_callers_names() -> None:

@@ -1348,7 +1348,7 @@ def isolate(exprs: Sequence[z3.ExprRef]) -> Isolated:
     if any(n.strip("|") not in USER_SORTS for n in _SORT.findall(printed)):
         return Isolated(ctx, [e.translate(ctx) for e in exprs], printed, {})
     text, names = canonical_text(printed)
-    scratch = z3.Context()
+    scratch = _scratch(text)
     try:
         parsed = _parse(text, scratch)
     except z3.Z3Exception:  # a renaming the parser refuses: the printed names, unchanged
@@ -1364,6 +1364,23 @@ def isolate(exprs: Sequence[z3.ExprRef]) -> Isolated:
     # refuted in 0.1 s.) The scratch context's fresh-name counter, which the translation
     # passes on, is the parser's: the same for the same formulas.
     return Isolated(ctx, [e.translate(ctx) for e in parsed], text, names)
+
+
+_SCRATCH: list[z3.Context] = []
+
+
+def _scratch(text: str) -> z3.Context:
+    """The context ``text`` is parsed in: one kept for the process (a context costs more
+    to make than most obligations cost to print and parse), or a new one for a text that
+    defines a datatype or a recursive function (a context takes each definition once).
+    Its term numbers do not matter (the translation renumbers), and parsing makes no
+    fresh names, so its counter stays where it started (tests/test_proofs_isolation.py
+    compares the counter after other obligations were parsed in it)."""
+    if "(declare-datatype" in text or "(define-fun" in text:
+        return z3.Context()
+    if not _SCRATCH:
+        _SCRATCH.append(z3.Context())
+    return _SCRATCH[0]
 
 
 def _decls(exprs: Sequence[z3.ExprRef], wanted: dict[str, str]) -> dict[str, Any]:

@@ -14,8 +14,11 @@ two; 10,000; 10,000 in another context (does not touch the main context's counte
 10,000 plain ``z3.Int`` names (symbols only).
 
 Prints one line per (pollution, path): the answers, and whether they are the same as
-without pollution. Measured 2026-12-06 (z3 4.15 / py 5.4.1, 2 shared cores, ~2 min):
-the old path's answers changed with a single FreshInt; the new path's did not.
+without pollution. Measured 2026-12-06 (z3's Python package 5.4.1, 2 shared cores; 40
+CPU s, 3 min): the old path's answers changed after one, two and 10,000 FreshInts (e.g.
+``unknown unknown refuted unknown`` unpolluted, ``refuted unknown unknown unknown``
+after one); the new path's were ``refuted unknown refuted unknown`` under every
+pollution.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from .model import (
     int_sort,
     isolated_check,
     isolated_checks,
+    isolated_model,
     iv,
     transition,
 )
@@ -309,36 +310,17 @@ def lemma_goal(st: Step, name: str, timeout_ms: int = 120000) -> Goal:
 
 def witness(st: Step, timeout_ms: int = 60000) -> Goal:
     """A state satisfying the hypothesis, and a call: the step goals are not vacuous."""
-    ctx = z3.Context()
-    sol = z3.Solver(ctx=ctx)
-    sol.set("timeout", timeout_ms)
-    for h in [st.domain, *st.hyp.values()]:
-        sol.add(h.translate(ctx))
-    t0 = time.perf_counter()
-    res = sol.check()
-    dt = time.perf_counter() - t0
-    if res == z3.sat:
-        return Goal("H", "witness", "sat", dt, sol.model().translate(z3.main_ctx()))
-    return Goal("H", "witness", "unsat" if res == z3.unsat else "unknown", dt)
+    status, dt, m = isolated_model([st.domain, *st.hyp.values()], timeout_ms)
+    return Goal("H", "witness", status, dt, m)
 
 
 def witnesses(st: Step, timeout_ms: int = 60000) -> list[Goal]:
     """One witness per call kind: ``H(s) and domain and kind == op`` is satisfiable."""
     out = []
     for op in OPS:
-        ctx = z3.Context()
-        sol = z3.Solver(ctx=ctx)
-        sol.set("timeout", timeout_ms)
-        for h in [_case(st, op, st.domain), st.a.kind == OPK[op], *st.hyp.values()]:
-            sol.add(h.translate(ctx))
-        t0 = time.perf_counter()
-        res = sol.check()
-        dt = time.perf_counter() - t0
-        if res == z3.sat:
-            m = sol.model().translate(z3.main_ctx())
-            out.append(Goal("H", "witness", "sat", dt, m, op=op))
-        else:
-            out.append(Goal("H", "witness", "unsat" if res == z3.unsat else "unknown", dt, op=op))
+        hs = [_case(st, op, st.domain), st.a.kind == OPK[op], *st.hyp.values()]
+        status, dt, m = isolated_model(hs, timeout_ms)
+        out.append(Goal("H", "witness", status, dt, m, op=op))
     return out
 
 
@@ -350,16 +332,9 @@ def lemma_witness(st: Step, name: str, timeout_ms: int = 60000) -> tuple[Goal, A
     with int_sort(None):
         u = fresh_state(st.cfg, "u")
         hyp = state_obligations(st.cfg, u)[LEMMAS[name]]
-    ctx = z3.Context()
-    sol = z3.Solver(ctx=ctx)
-    sol.set("timeout", timeout_ms)
-    sol.add(hyp.translate(ctx))
-    t0 = time.perf_counter()
-    res = sol.check()
-    dt = time.perf_counter() - t0
-    if res != z3.sat:
-        return Goal(name, "witness", "unsat" if res == z3.unsat else "unknown", dt), None
-    m = sol.model().translate(z3.main_ctx())
+    status, dt, m = isolated_model([hyp], timeout_ms)
+    if m is None:
+        return Goal(name, "witness", status, dt), None
     n = st.cfg.dom.n  # type: ignore[attr-defined]
     caching = z3.is_true(m.eval(st.cfg.caching, model_completion=True))
     events = z3.is_true(m.eval(st.cfg.events, model_completion=True))

@@ -32,6 +32,7 @@ encoding (and :mod:`kvpool.proofs.mutants` re-creates it in the executable spec)
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
@@ -1211,25 +1212,274 @@ def _record(hyp: list[z3.BoolRef], goal: z3.BoolRef, status: str) -> None:
         rec.append((_NAMES[-1] if _NAMES else "?", list(hyp), goal, status))
 
 
+_TOKEN = re.compile(r'\|[^|]*\||"(?:[^"]|"")*"|[^\s()|";]+')
+"""An SMT-LIB token: a quoted symbol, a string literal, or a simple symbol/numeral/keyword."""
+_DECLARED = re.compile(r"^\(declare-fun (\|[^|]*\||[^\s()|]+) ", re.M)
+CANON = "kv!"
+"""The canonical names' prefix: the i-th fresh-form name declared is ``kv!i`` (lengthened
+if the text already has a token that starts with it)."""
+
+
+@dataclass
+class Isolated:
+    """Formulas of the main context, re-made in a context of their own (:func:`isolate`)."""
+
+    ctx: z3.Context
+    exprs: list[Any]
+    """The formulas, in ``ctx``, in order, with their constants and functions renamed."""
+    text: str
+    """The SMT-LIB script parsed. Its let-names and which terms it names with a let vary
+    with the process (the printer's choice follows the main context's reference counts
+    and term ids); ``exprs`` do not: the same obligation gives the same formulas, with
+    the same term numbers, in any process."""
+    names: dict[str, str]
+    """The caller's name of each constant or function -> its canonical name."""
+
+
+def _smt2(exprs: Sequence[z3.ExprRef]) -> str:
+    """The formulas as an SMT-LIB script (declarations, then one assert each), printed by
+    z3's benchmark printer (``Z3_benchmark_to_smtlib_string``: ~100x faster than the
+    solver's pretty printer on the fixed-N steps; its let-names carry term ids, which the
+    parser drops, and it prints no quantifier weights or skolem ids, which the proofs do
+    not set)."""
+    ctx = exprs[0].ctx
+    *first, last = exprs
+    arr = (z3.Ast * max(len(first), 1))(*[e.as_ast() for e in first])
+    out = z3.Z3_benchmark_to_smtlib_string(
+        ctx.ref(), "", "", "unknown", "", len(first), arr, last.as_ast()
+    )
+    return _unwrap_distinct(str(out))
+
+
+_WRAPPED = "(and (distinct "
+
+
+def _unwrap_distinct(text: str) -> str:
+    """The benchmark printer writes ``distinct`` as ``(and (distinct ..) true)``, which
+    would parse into another formula: each is written back as ``(distinct ..)``."""
+    out: list[str] = []
+    i = 0
+    while (j := text.find(_WRAPPED, i)) >= 0:
+        k, depth = j + len("(and "), 0
+        while True:  # the end of "(distinct ..)": its parenthesis closed
+            c = text[k]
+            if c == "|":
+                k = text.index("|", k + 1)
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        if not text.startswith(" true)", k + 1):
+            raise RuntimeError("isolate: a distinct printed in an unexpected form")
+        out += [text[i:j], text[j + len("(and ") : k + 1]]
+        i = k + 1 + len(" true)")
+    out.append(text[i:])
+    return "".join(out)
+
+
+_FRESH = re.compile(r"\|?.*![0-9]+\|?")
+"""The form of the names z3 makes from a counter (``FreshInt("x")`` is ``x!N``)."""
+
+
+def canonical_text(text: str) -> tuple[str, dict[str, str]]:
+    """``text`` with each declared name (``declare-fun``: uninterpreted constants and
+    functions) of the fresh-name form ``prefix!N`` renamed ``kv!0``, ``kv!1``.. in order
+    of declaration (z3 prints them in order of first appearance in its traversal of the
+    formulas), and the renaming. The other names are the code's own strings, the same in
+    every process, and stay: z3's search depends on names too (they hash), and one of
+    multikey's refutations found in 0.1 s under the code's names was "unknown" at every
+    seed with every name renamed. Unchanged (no renaming) where a name is declared twice
+    (overloaded by sort); a renaming the parser refuses is undone by :func:`isolate`."""
+    declared = _DECLARED.findall(text)
+    if len(set(declared)) != len(declared):
+        return text, {}
+    fresh = [n for n in declared if _FRESH.fullmatch(n)]
+    if not fresh:
+        return text, {}
+    prefix = CANON
+    tokens = set(_TOKEN.findall(text))
+    while any(t.startswith(prefix) for t in tokens):
+        prefix += "!"
+    names = {n: f"{prefix}{i}" for i, n in enumerate(fresh)}
+    return _TOKEN.sub(lambda m: names.get(m.group(0), m.group(0)), text), {
+        n.strip("|"): c for n, c in names.items()
+    }
+
+
+_SORT = re.compile(r"^\(declare-sort (\|[^|]*\||[^\s()|]+) 0\)\n", re.M)
+
+USER_SORTS: tuple[str, ...] = ("Key", "Watcher")
+"""The uninterpreted sorts the proofs declare (symsorts' keys and watcher ids). z3 numbers
+an uninterpreted sort by the order its name was first declared in a context, and a model
+translated back keeps the number: these are declared first, in this order, in the main
+context (when this module is imported) and in every isolated context, so that the two
+number them alike. An obligation with another uninterpreted sort is isolated by
+``translate`` (its answer may then depend on the process)."""
+_MAIN_SORTS = [z3.DeclareSort(n) for n in USER_SORTS]
+
+
+def _parse(text: str, ctx: z3.Context) -> list[Any]:
+    """The asserted formulas of ``text`` (whose uninterpreted sorts are among
+    :data:`USER_SORTS`), parsed in ``ctx``, the sorts made as :func:`z3.DeclareSort`
+    makes them (the parser's ``declare-sort`` makes a sort a model does not share with
+    the caller's)."""
+    sorts = {n: z3.DeclareSort(n, ctx) for n in USER_SORTS}
+    return list(z3.parse_smt2_string(_SORT.sub("", text), sorts=sorts, ctx=ctx))
+
+
+def isolate(exprs: Sequence[z3.ExprRef]) -> Isolated:
+    """``exprs`` (at least one formula) re-made in a fresh context with canonical names.
+
+    Not with ``translate``: z3's translation lifts the target context's counter of fresh
+    names to the source's (``ast_translation`` calls ``update_fresh_id``), and the main
+    context's counter grows with everything the process did (a ``FreshInt``, a model
+    translated back from an earlier check). The names z3 makes while solving (Skolem
+    constants, instantiations, array witnesses) then differ from process to process, so
+    do their hashes and z3's search: one quantified refutation was "refuted" in a fresh
+    process and "unknown" after one ``z3.FreshInt()`` (benchmarks/isolation.py). The
+    formulas are printed as SMT-LIB instead, the declared names z3 made from a counter
+    renamed by order of appearance (:func:`canonical_text`), and the text parsed into a
+    new context, whose state then depends on the formulas alone."""
+    printed = _smt2(exprs)
+    ctx = z3.Context()
+    if any(n.strip("|") not in USER_SORTS for n in _SORT.findall(printed)):
+        return Isolated(ctx, [e.translate(ctx) for e in exprs], printed, {})
+    text, names = canonical_text(printed)
+    scratch = _scratch(text)
+    try:
+        parsed = _parse(text, scratch)
+    except z3.Z3Exception:  # a renaming the parser refuses: the printed names, unchanged
+        text, names = printed, {}
+        parsed = _parse(text, scratch)
+    if len(parsed) != len(exprs):
+        raise RuntimeError(f"isolate: {len(exprs)} formulas printed, {len(parsed)} parsed")
+    # Parsed in a scratch context, then translated into the context z3 solves in: the
+    # parser numbers terms as the text lists them, and which subterms the printer names
+    # with a let (listed first) follows the main context's reference counts; the
+    # translation numbers them by a walk of the formulas alone. (z3's search is ordered
+    # by term numbers: the same formulas numbered otherwise were "unknown" at 3 s, and
+    # refuted in 0.1 s.) The scratch context's fresh-name counter, which the translation
+    # passes on, is the parser's: the same for the same formulas.
+    return Isolated(ctx, [e.translate(ctx) for e in parsed], text, names)
+
+
+_SCRATCH: list[z3.Context] = []
+
+
+def _scratch(text: str) -> z3.Context:
+    """The context ``text`` is parsed in: one kept for the process (a context costs more
+    to make than most obligations cost to print and parse), or a new one for a text that
+    defines a datatype or a recursive function (a context takes each definition once).
+    Its term numbers do not matter (the translation renumbers), and parsing makes no
+    fresh names, so its counter stays where it started (tests/test_proofs_isolation.py
+    compares the counter after other obligations were parsed in it)."""
+    if "(declare-datatype" in text or "(define-fun" in text:
+        return z3.Context()
+    if not _SCRATCH:
+        _SCRATCH.append(z3.Context())
+    return _SCRATCH[0]
+
+
+def _decls(exprs: Sequence[z3.ExprRef], wanted: dict[str, str]) -> dict[str, Any]:
+    """The uninterpreted declarations of ``exprs`` whose names are in ``wanted``."""
+    out: dict[str, Any] = {}
+    seen: set[int] = set()
+    todo: list[Any] = list(exprs)
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_quantifier(e):
+            todo.append(e.body())
+            continue
+        if not z3.is_app(e):
+            continue
+        d = e.decl()
+        if d.kind() == z3.Z3_OP_UNINTERPRETED and d.name() in wanted:
+            out[d.name()] = d
+        todo.extend(e.children())
+    return out
+
+
+class RenamedModel(z3.ModelRef):  # type: ignore[misc]
+    """A model of an :func:`isolate`'d obligation, read with the caller's names: a term
+    given to :meth:`eval` has its constants and functions renamed as the obligation's were
+    (the model itself, printed, shows the canonical names)."""
+
+    def __init__(self, m: z3.ModelRef, exprs: Sequence[z3.ExprRef], names: dict[str, str]):
+        super().__init__(m.model, m.ctx)
+        consts: list[tuple[Any, Any]] = []
+        funs: list[tuple[Any, Any]] = []
+        for name, d in _decls(exprs, names).items():
+            dom = [d.domain(i) for i in range(d.arity())]
+            new = z3.Function(names[name], *dom, d.range())
+            if not dom:
+                consts.append((d(), new()))
+            else:
+                args = [z3.Var(i, s) for i, s in enumerate(dom)]  # Var(i): the i-th argument
+                funs.append((d, new(*args)))
+        ref = m.ctx.ref()
+        self._n = len(consts)
+        self._from = (z3.Ast * max(self._n, 1))(*[a.as_ast() for a, _ in consts])
+        self._to = (z3.Ast * max(self._n, 1))(*[b.as_ast() for _, b in consts])
+        self._nf = len(funs)
+        self._ffrom = (z3.FuncDecl * max(self._nf, 1))(*[f.as_func_decl() for f, _ in funs])
+        self._fto = (z3.Ast * max(self._nf, 1))(*[b.as_ast() for _, b in funs])
+        self._keep = (consts, funs, ref)
+
+    def renamed(self, t: Any) -> Any:
+        """``t`` with the obligation's names replaced by their canonical names."""
+        ref = self.ctx.ref()
+        a = t.as_ast()
+        if self._n:
+            a = z3.Z3_substitute(ref, a, self._n, self._from, self._to)
+        if self._nf:
+            a = z3.Z3_substitute_funs(ref, a, self._nf, self._ffrom, self._fto)
+        return z3.z3._to_expr_ref(a, self.ctx)
+
+    def eval(self, t: Any, model_completion: bool = False) -> Any:
+        return super().eval(self.renamed(t), model_completion)
+
+    def evaluate(self, t: Any, model_completion: bool = False) -> Any:
+        return self.eval(t, model_completion)
+
+
+def _model_back(sol: z3.Solver, exprs: Sequence[z3.ExprRef], names: dict[str, str]) -> z3.ModelRef:
+    m = sol.model().translate(z3.main_ctx())
+    for srt in m.sorts():
+        if srt.name() in USER_SORTS and srt != z3.DeclareSort(srt.name()):
+            raise RuntimeError(
+                f"the sort {srt.name()!r} was declared in the main z3 context before "
+                "kvpool.proofs.model was imported: a model's values of it cannot be read"
+            )
+    return RenamedModel(m, exprs, names) if names else m
+
+
 def isolated_check(
     hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int, seed: int = 0
 ) -> tuple[str, float, z3.ModelRef | None]:
     """Does ``hyp`` imply ``goal``? "proved", "refuted" (with a model) or "unknown".
 
     On quantified formulas z3's answer can depend on everything the context has seen
-    before (term ids order its search), so the same obligation could be proved in one
-    process and "unknown" in another that built other formulas first. Translating the
-    obligation into a context of its own makes the answer depend on the obligation alone.
-    A model comes back translated into the main context, for the callers' decoders.
-    ``seed`` is z3's random seed: an obligation whose answer changes with it is fragile,
-    and the tests ask some obligations at several seeds.
+    before (term ids order its search, names hash), so the same obligation could be proved
+    in one process and "unknown" in another that built or solved other formulas first.
+    The obligation is re-made in a context of its own with canonical names
+    (:func:`isolate`): the answer depends on the obligation, ``seed`` and the time alone.
+    A model comes back in the main context, read with the caller's names
+    (:class:`RenamedModel`), for the callers' decoders. ``seed`` is z3's random seed: an
+    obligation whose answer changes with it is fragile (:func:`robust_check` asks again).
     """
-    ctx = z3.Context()
-    sol = z3.Solver(ctx=ctx)
+    exprs = [*hyp, z3.Not(goal)]
+    iso = isolate(exprs)
+    sol = z3.Solver(ctx=iso.ctx)
     sol.set("timeout", timeout_ms)
     sol.set("random_seed", seed)
-    for a in [*hyp, z3.Not(goal)]:
-        sol.add(a.translate(ctx))
+    for a in iso.exprs:
+        sol.add(a)
     t0 = time.perf_counter()
     res = sol.check()
     dt = time.perf_counter() - t0
@@ -1238,9 +1488,75 @@ def isolated_check(
         return "proved", dt, None
     if res == z3.sat:
         _record(hyp, goal, "refuted")
-        return "refuted", dt, sol.model().translate(z3.main_ctx())
+        return "refuted", dt, _model_back(sol, exprs, iso.names)
     _record(hyp, goal, "unknown")
     return "unknown", dt, None
+
+
+def isolated_model(
+    formulas: list[z3.BoolRef], timeout_ms: int, seed: int = 0
+) -> tuple[str, float, z3.ModelRef | None]:
+    """Are ``formulas`` satisfiable together? "sat" with a model (read with the caller's
+    names), "unsat" or "unknown", and the seconds: asked as :func:`isolated_check` asks
+    (:func:`isolate`), not recorded (a witness search, not an obligation)."""
+    if not formulas:
+        formulas = [z3.BoolVal(True)]
+    iso = isolate(formulas)
+    sol = z3.Solver(ctx=iso.ctx)
+    sol.set("timeout", timeout_ms)
+    sol.set("random_seed", seed)
+    for a in iso.exprs:
+        sol.add(a)
+    t0 = time.perf_counter()
+    res = sol.check()
+    dt = time.perf_counter() - t0
+    if res == z3.sat:
+        return "sat", dt, _model_back(sol, formulas, iso.names)
+    return ("unsat" if res == z3.unsat else "unknown"), dt, None
+
+
+LADDER_SEEDS = 3
+""":func:`robust_check` asks an obligation at z3 seeds 0..LADDER_SEEDS-1 at most."""
+
+
+def robust_check(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    budget_ms: int,
+    seeds: int = LADDER_SEEDS,
+    first_seed: int = 0,
+    cap_ms: int | None = None,
+    total_ms: int | None = None,
+    until: Callable[[str, z3.ModelRef | None], bool] | None = None,
+) -> tuple[str, float, z3.ModelRef | None]:
+    """:func:`isolated_check` asked up a ladder: z3 seed ``first_seed`` with a time limit
+    of ``budget_ms``, then the next seed with twice the time (at most ``cap_ms``), and so
+    on for ``seeds`` rungs, until an answer that is not "unknown" (or, with ``until``, one
+    it accepts), or until the rungs asked have taken ``total_ms`` (the last rung's limit
+    is what is left of it). The answer, the seconds of all the rungs, the model.
+
+    The one place that asks an obligation again. Each answer depends on the obligation
+    alone (:func:`isolate`), so what is left to vary is z3's seed (a quantified query's
+    "unknown" may change with it) and the wall-clock limit under load: the seeds and the
+    doubling absorb those."""
+    if seeds < 1 or budget_ms < 1:
+        raise ValueError("robust_check: seeds and budget_ms must be >= 1")
+    ok = until if until is not None else (lambda st, m: st != "unknown")
+    status, total, m = "unknown", 0.0, None
+    for k in range(seeds):
+        limit = budget_ms << k
+        if cap_ms is not None:
+            limit = min(limit, cap_ms)
+        if total_ms is not None:
+            left = total_ms - int(total * 1000)
+            if left <= 0:
+                break
+            limit = min(limit, left)
+        status, dt, m = isolated_check(hyp, goal, max(limit, 1), first_seed + k)
+        total += dt
+        if ok(status, m):
+            break
+    return status, total, m
 
 
 def hypothesis_model(
@@ -1255,12 +1571,11 @@ def hypothesis_model(
     any model), each at z3 seeds 0..seeds-1 until one is not unknown."""
     status, dt, m = "unknown", 0.0, None
     for extra in prefer:
-        for seed in range(seeds):
-            # "refuted" of False is a model of the hypothesis
-            status, took, m = isolated_check([*hyp, *extra], z3.BoolVal(False), timeout_ms, seed)
-            dt += took
-            if status != "unknown":
-                break
+        # "refuted" of False is a model of the hypothesis; every rung has timeout_ms
+        status, took, m = robust_check(
+            [*hyp, *extra], z3.BoolVal(False), timeout_ms, seeds, cap_ms=timeout_ms
+        )
+        dt += took
         if status == "refuted":
             break
     return {"refuted": "sat", "proved": "unsat"}.get(status, "unknown"), dt, m
@@ -1270,19 +1585,23 @@ def isolated_checks(
     hyp: list[z3.BoolRef], goals: list[z3.BoolRef], timeout_ms: int, seed: int = 0
 ) -> list[tuple[str, float, z3.ModelRef | None]]:
     """:func:`isolated_check` of each goal under the same ``hyp``, in one context of their
-    own: ``hyp`` is translated and asserted once, each goal asked under a push/pop, in
-    order, until the first one that is not proved (the answers so far are returned).
-    The answers depend on ``hyp`` and the goals alone, as with :func:`isolated_check`."""
-    ctx = z3.Context()
-    sol = z3.Solver(ctx=ctx)
+    own: ``hyp`` is asserted once, each goal asked under a push/pop, in order, until the
+    first one that is not proved (the answers so far are returned). The answers depend on
+    ``hyp`` and the goals alone, as with :func:`isolated_check` (one :func:`isolate` of
+    the hypotheses and every goal)."""
+    exprs = [*hyp, *[z3.Not(g) for g in goals]]
+    if not exprs:
+        return []
+    iso = isolate(exprs)
+    sol = z3.Solver(ctx=iso.ctx)
     sol.set("timeout", timeout_ms)
     sol.set("random_seed", seed)
-    for a in hyp:
-        sol.add(a.translate(ctx))
+    for a in iso.exprs[: len(hyp)]:
+        sol.add(a)
     out: list[tuple[str, float, z3.ModelRef | None]] = []
-    for g in goals:
+    for g, ng in zip(goals, iso.exprs[len(hyp) :], strict=True):
         sol.push()
-        sol.add(z3.Not(g).translate(ctx))
+        sol.add(ng)
         t0 = time.perf_counter()
         res = sol.check()
         dt = time.perf_counter() - t0
@@ -1290,7 +1609,7 @@ def isolated_checks(
         if res == z3.unsat:
             out.append(("proved", dt, None))
         elif res == z3.sat:
-            out.append(("refuted", dt, sol.model().translate(z3.main_ctx())))
+            out.append(("refuted", dt, _model_back(sol, [*hyp, z3.Not(g)], iso.names)))
         else:
             out.append(("unknown", dt, None))
         sol.pop()

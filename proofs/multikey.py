@@ -101,6 +101,7 @@ from .model import (
     int_sort,
     isolated_check,
     isolated_checks,
+    isolated_model,
     iv,
     merge,
     mkint,
@@ -1292,16 +1293,11 @@ def witness_goals(st: MStep, timeout_ms: int = 60000) -> list[tuple[str, str, st
     (kind, "sat"/"unsat"/"unknown", what went wrong or "")."""
     out = []
     for op in MK_OPS:
-        ctx = z3.Context()
-        sol = z3.Solver(ctx=ctx)
-        sol.set("timeout", timeout_ms)
-        for h in [_case(st, op, st.dom), st.a.kind == MKK[op], *st.hyp.values()]:
-            sol.add(h.translate(ctx))
-        res = sol.check()
-        if res != z3.sat:
-            out.append((op, "unsat" if res == z3.unsat else "unknown", "no model"))
+        hs = [_case(st, op, st.dom), st.a.kind == MKK[op], *st.hyp.values()]
+        res, _, m = isolated_model(hs, timeout_ms)
+        if m is None:
+            out.append((op, res, "no model"))
             continue
-        m = sol.model().translate(z3.main_ctx())
         caching, events = flags(m, st.mc)
         ps = decode(m, st.mc, st.s, caching, events)
         call = to_op(st.mc, read_args(m, st.mc, st.a))

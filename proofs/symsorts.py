@@ -85,6 +85,7 @@ from .model import (
     named,
     q_append,
     q_remove,
+    robust_check,
 )
 
 I = z3.IntSort()  # noqa: E741
@@ -1126,14 +1127,16 @@ PROVE_SLICE_MS = 2000
 def _prove(
     hyp: list[Any], goal: Any, timeout_ms: int, seed: int
 ) -> tuple[str, float, z3.ModelRef | None]:
-    total, left = 0.0, timeout_ms
-    for k in range(PROVE_SEEDS):
-        status, dt, m = isolated_check(hyp, goal, min(PROVE_SLICE_MS, max(left, 1)), seed + k)
-        total += dt
-        left -= int(dt * 1000)
-        if status != "unknown" or left <= 0:
-            return status, total, m
-    return "unknown", total, None
+    # (the ladder without doubling: every rung a slice, all of them within timeout_ms)
+    return robust_check(
+        hyp,
+        goal,
+        PROVE_SLICE_MS,
+        PROVE_SEEDS,
+        first_seed=seed,
+        cap_ms=PROVE_SLICE_MS,
+        total_ms=timeout_ms,
+    )
 
 
 def part_goals(
@@ -1290,15 +1293,13 @@ def agreement_goals(
             continue
         status, dt, m, seen = "proved", 0.0, None, set()
         for c in _conjuncts(goal):
-            for seed in range(4):
-                with named(f"{name} / a conjunct at N=3"):
-                    # each seed doubles the time: z3's limit is wall-clock, and a loaded
-                    # machine (CI's two workers) left this unknown at 5 s
-                    budget = min(timeout_ms << seed, 4 * timeout_ms)
-                    st, took, m = isolated_check([*hyp, ctx[0] == 3], c, budget, seed)
-                dt += took
-                if st != "unknown":
-                    break
+            with named(f"{name} / a conjunct at N=3"):
+                # each seed doubles the time: z3's limit is wall-clock, and a loaded
+                # machine (CI's two workers) left this unknown at 5 s
+                st, took, m = robust_check(
+                    [*hyp, ctx[0] == 3], c, timeout_ms, 4, cap_ms=4 * timeout_ms
+                )
+            dt += took
             seen.add(st)
             if st == "refuted":
                 status = "refuted"

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +36,15 @@ import z3  # type: ignore[import-untyped]
 
 from kvpool.spec import World, check_pool
 
-from .model import Config, Record, Unbounded, constants, fresh_args, fresh_state
+from .model import (
+    Config,
+    Record,
+    Unbounded,
+    constants,
+    fresh_args,
+    fresh_state,
+    isolated_model,
+)
 from .refinement import HEAD, NONE, TAIL
 
 WITNESS_MS = 20000
@@ -99,17 +106,7 @@ def model_of(
 ) -> tuple[str, float, z3.ModelRef | None]:
     """A model of ``hyp`` within ``bounds`` (in a context of its own): "sat" with the
     model, else "unsat" (vacuous, when the bounds are empty) or "unknown"."""
-    ctx = z3.Context()
-    sol = z3.Solver(ctx=ctx)
-    sol.set("timeout", timeout_ms)
-    for h in [*hyp, *bounds]:
-        sol.add(h.translate(ctx))
-    t0 = time.perf_counter()
-    res = sol.check()
-    dt = time.perf_counter() - t0
-    if res == z3.sat:
-        return "sat", dt, sol.model().translate(z3.main_ctx())
-    return ("unsat" if res == z3.unsat else "unknown"), dt, None
+    return isolated_model([*hyp, *bounds], timeout_ms)
 
 
 def finite_support(

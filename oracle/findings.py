@@ -40,8 +40,45 @@ from kvpool.spec.ops import (
 from .traceformat import SavedTrace, op_to_json
 
 Pools = tuple[tuple[int, bool, bool], ...]
-Variant = tuple[Pools, tuple[Any, ...]]
-"""Another trace of a finding: its pools and its steps (as :attr:`Finding.steps`)."""
+
+
+@dataclass(frozen=True)
+class FailsAt:
+    """Where vLLM 0.33.0 fails one trace of an erratum, and so what names the erratum.
+
+    ``step``: the erratum's first divergent call, the step (1-based, a watcher script
+    counting as a step, as :attr:`.tracereplay.Divergence.step`) where vLLM 0.33.0 fails
+    the trace; ``signature``: what it fails with there (:func:`.conformance.signature`;
+    its rule comes first). A target is named after the erratum by this trace only when
+    it fails the trace at ``step`` or after, with ``signature`` (or one of ``also``): a
+    target that parts from the trace before the erratum's call does so for a reason of
+    its own (a pool whose ``touch`` leaves a block free fails every trace that touches a
+    free block, at the touch). ``tests/test_errata_step.py`` replays every trace on
+    vLLM 0.33.0's pool and checks these records.
+    """
+
+    step: int
+    signature: str
+    later: bool = False
+    """vLLM's own step varies from process to process (the iteration order of a set of
+    bytes keys follows ``PYTHONHASHSEED``): it fails at ``step`` or later, never before."""
+    also: tuple[str, ...] = ()
+    """Further signatures of the same fault at the same call on a target whose state shows
+    more than vLLM's (each with its reason where it is recorded)."""
+
+    def names(self, step: int, signature: str) -> bool:
+        """Does a target that fails the trace at ``step`` with ``signature`` show this erratum?"""
+        return step >= self.step and signature in (self.signature, *self.also)
+
+    @property
+    def rule(self) -> str:
+        """The rule of :attr:`signature` (an invariant's name, else what precedes " at ")."""
+        return self.signature.split(" at ", 1)[0].split(" (", 1)[0]
+
+
+Variant = tuple[Pools, tuple[Any, ...], FailsAt]
+"""Another trace of a finding: its pools, its steps (as :attr:`Finding.steps`) and where
+vLLM 0.33.0 fails it."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +92,8 @@ class Finding:
     pools: Pools
     steps: tuple[Any, ...]
     """Ops, or ("script", watcher, raise, op-or-None) for a watcher's behaviour."""
+    at: FailsAt
+    """Where vLLM 0.33.0 fails :attr:`steps`, and with what signature."""
     log_symptom: Callable[[Sequence[object], Sequence[object]], bool] | None = None
     """For an erratum of the KV event log: does a difference between the spec's log and
     the target's (each from their first difference on) show it? A search can meet the
@@ -69,13 +108,20 @@ class Finding:
     (:func:`.conformance.errata_signatures`), so that ``--all`` lists it once."""
 
     def trace(self) -> SavedTrace:
-        return self._saved(self.pools, self.steps)
+        return self._saved(self.pools, self.steps, self.at)
 
     def traces(self) -> list[SavedTrace]:
         """The erratum's trace, then each of :attr:`other_traces`."""
-        return [self.trace(), *(self._saved(p, s) for p, s in self.other_traces)]
+        return [saved for saved, _ in self.traces_at()]
 
-    def _saved(self, pools: Pools, steps_: tuple[Any, ...]) -> SavedTrace:
+    def traces_at(self) -> list[tuple[SavedTrace, FailsAt]]:
+        """Each trace (:meth:`traces`) with where vLLM 0.33.0 fails it."""
+        return [
+            (self.trace(), self.at),
+            *((self._saved(p, s, at), at) for p, s, at in self.other_traces),
+        ]
+
+    def _saved(self, pools: Pools, steps_: tuple[Any, ...], at: FailsAt) -> SavedTrace:
         steps: list[dict[str, Any]] = []
         for s in steps_:
             if isinstance(s, tuple) and s and s[0] == "script":
@@ -99,7 +145,14 @@ class Finding:
             steps,
             "vllm==0.33.0",
             "exact" if self.arises_from == "valid use" else "robust",
-            {"rule": self.rule, "finding": self.name},
+            {
+                "rule": at.rule,
+                "finding": self.name,
+                "step": at.step,
+                "signature": at.signature,
+                **({"or_later": True} if at.later else {}),
+                **({"also": list(at.also)} if at.also else {}),
+            },
         )
 
 
@@ -135,6 +188,11 @@ _PREFIX = Request(tuple(b"p" + b"abcdef"[: i + 1] for i in range(6)))
 """A request of six prefix hashes: one block can hold a key for each (a primary key and
 five further entries: partial prefixes inside the block)."""
 
+_DIFFERS = "error kind differs at {}: spec {}, target success"
+"""The signature of a call vLLM takes where the semantics refuses it with a kind."""
+_CRASH = "target crashed at {}: spec {}"
+"""The signature of a call that crashes vLLM where the semantics refuses it with a kind."""
+
 FINDINGS: tuple[Finding, ...] = (
     Finding(
         "unpin-one-watcher",
@@ -143,6 +201,12 @@ FINDINGS: tuple[Finding, ...] = (
         "state differs",
         P1,
         (GetNewBlocks(1), Touch((1,)), UnpinBlocks((1,), 0), UnpinBlocks((1,), 1), GetNewBlocks(7)),
+        # the second unpin replaces the first watcher. vLLM keeps no count of
+        # registrations, so its state shows only the pending watchers differing; a pool
+        # that counts them (kvpool's, with this bug seeded: mutant watcher-only-last)
+        # breaks INV-WATCH at the same call, and the invariants are checked before the
+        # states are compared (machine.state_problem)
+        FailsAt(4, "state differs at UnpinBlocks (pending watchers)", also=("INV-WATCH",)),
     ),
     Finding(
         "removed-while-held",
@@ -151,6 +215,7 @@ FINDINGS: tuple[Finding, ...] = (
         "INV-EVENTS",
         P1E,
         (GetNewBlocks(2), CacheBlocks((1,), ("a",)), CacheBlocks((2,), ("a",)), EvictBlocks((1,))),
+        FailsAt(4, "INV-EVENTS"),
         extra_removals,
     ),
     Finding(
@@ -166,6 +231,10 @@ FINDINGS: tuple[Finding, ...] = (
             EvictBlocks((1,)),
             TakeEvents(),
         ),
+        # step 4: the block's second further entry, the first call whose set can be in
+        # another order than the entries were added; vLLM fails there or at a later
+        # CachePartialBlock, by the process's PYTHONHASHSEED
+        FailsAt(4, "state differs at CachePartialBlock (further keys)", later=True),
         reordered,
     ),
     Finding(
@@ -182,6 +251,7 @@ FINDINGS: tuple[Finding, ...] = (
             UnpinBlocks((1,), 0),
             GetNewBlocks(7),
         ),
+        FailsAt(4, "result differs: value at IsBlockWritable run by a watcher in GetNewBlocks"),
         other_traces=(
             # a watcher that resets the cache from inside reset_prefix_cache fires the
             # watchers the outer call has not popped yet: the outer call fires one
@@ -193,6 +263,7 @@ FINDINGS: tuple[Finding, ...] = (
                     UnpinBlocks((2, 1), 0),
                     ResetPrefixCache(),
                 ),
+                FailsAt(4, "fired differs at ResetPrefixCache"),
             ),
         ),
     ),
@@ -203,6 +274,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (("script", 0, True, None), GetNewBlocks(1), UnpinBlocks((1,), 0), GetNewBlocks(7)),
+        FailsAt(4, "target crashed (WatcherRaised)"),
     ),
     Finding(
         "negative-count",
@@ -211,7 +283,14 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(-1),),
-        other_traces=((P1, (GetNewBlocks("2"),)),),  # TypeError: '>' of str and int
+        FailsAt(1, "error kind differs at GetNewBlocks: spec InvalidArgument, target success"),
+        other_traces=(  # TypeError: '>' of str and int
+            (
+                P1,
+                (GetNewBlocks("2"),),
+                FailsAt(1, _CRASH.format("GetNewBlocks", "InvalidArgument")),
+            ),
+        ),
     ),
     Finding(
         "double-free",
@@ -220,6 +299,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (FreeBlocks((1,)),),
+        FailsAt(1, "error kind differs at FreeBlocks: spec RefCountUnderflow, target success"),
     ),
     Finding(
         "over-free-in-one-call",
@@ -228,6 +308,11 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(1), FreeBlocks((1, 1))),
+        FailsAt(
+            2,
+            "error kind differs at FreeBlocks: spec RefCountUnderflow, target success "
+            "(a block listed twice)",
+        ),
     ),
     Finding(
         "touch-foreign",
@@ -237,6 +322,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         ((4, True, False), (4, True, False)),
         (Touch((BlockRef(1, 1),), pool=0),),
+        FailsAt(1, "error kind differs at Touch: spec ForeignBlock, target success"),
     ),
     Finding(
         "evict-negative-id",
@@ -246,7 +332,10 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(7), CacheBlocks((7,), ("a",)), EvictBlocks((-1,))),
-        other_traces=((P1, (EvictBlocks((8,)),)),),  # AssertionError
+        FailsAt(3, "error kind differs at EvictBlocks: spec InvalidArgument, target success"),
+        other_traces=(  # AssertionError
+            (P1, (EvictBlocks((8,)),), FailsAt(1, _CRASH.format("EvictBlocks", "InvalidArgument"))),
+        ),
     ),
     Finding(
         "cache-free-block",
@@ -255,7 +344,14 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (CacheBlocks((1,), ("a",)),),
-        other_traces=((P1, (CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),)),),
+        FailsAt(1, "error kind differs at CacheBlocks: spec BlockNotInUse, target success"),
+        other_traces=(
+            (
+                P1,
+                (CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),),
+                FailsAt(1, _DIFFERS.format("CacheFullBlocks", "BlockNotInUse")),
+            ),
+        ),
     ),
     Finding(
         "unpin-not-callable",
@@ -264,6 +360,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(1), UnpinBlocks((1,), "not callable")),
+        FailsAt(2, "error kind differs at UnpinBlocks: spec InvalidArgument, target success"),
     ),
     Finding(
         "unpin-null-block",
@@ -272,7 +369,14 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (UnpinBlocks((0,), 0),),
-        other_traces=((P1, (UnpinBlocks((1,), 0),)),),  # the same assert: ref_cnt > 0
+        FailsAt(1, "target crashed at UnpinBlocks: spec NullBlockMisuse"),
+        other_traces=(  # the same assert: ref_cnt > 0
+            (
+                P1,
+                (UnpinBlocks((1,), 0),),
+                FailsAt(1, _CRASH.format("UnpinBlocks", "RefCountUnderflow")),
+            ),
+        ),
     ),
     # -- vLLM's calls on blocks with several keys: their arguments are not validated ----
     Finding(
@@ -285,9 +389,18 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 1, 0, 0)),
+        FailsAt(2, "target crashed at CacheFullBlocks: spec InvalidArgument"),
         other_traces=(
-            (P1, (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 2, 16, 0))),  # 2 of 1 block
-            (P1, (CacheBlocks((), ("k1", "k2")),)),  # cache_blocks: more keys than blocks
+            (  # 2 of 1 block
+                P1,
+                (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 2, 16, 0)),
+                FailsAt(2, _DIFFERS.format("CacheFullBlocks", "InvalidArgument")),
+            ),
+            (  # cache_blocks: more keys than blocks
+                P1,
+                (CacheBlocks((), ("k1", "k2")),),
+                FailsAt(1, _DIFFERS.format("CacheBlocks", "InvalidArgument")),
+            ),
         ),
     ),
     Finding(
@@ -297,6 +410,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, 0, 0)),
+        FailsAt(2, _DIFFERS.format("CachePartialBlock", "InvalidArgument")),
     ),
     Finding(
         "partial-block-crashes",
@@ -306,6 +420,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, -1, 16)),
+        FailsAt(2, _CRASH.format("CachePartialBlock", "InvalidArgument")),
     ),
     Finding(
         "move-to-null-block",
@@ -314,6 +429,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(1), CacheBlocks((1,), ("a",)), MoveBlockHashes(1, 0)),
+        FailsAt(3, _DIFFERS.format("MoveBlockHashes", "NullBlockMisuse")),
     ),
     Finding(
         "move-to-foreign",
@@ -326,6 +442,7 @@ FINDINGS: tuple[Finding, ...] = (
             CacheBlocks((1,), ("a",)),
             MoveBlockHashes(BlockRef(0, 1), BlockRef(1, 1)),
         ),
+        FailsAt(3, _DIFFERS.format("MoveBlockHashes", "ForeignBlock")),
     ),
     Finding(
         "move-to-non-block",
@@ -334,6 +451,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetNewBlocks(1), CacheBlocks((1,), ("a",)), MoveBlockHashes(1, "x")),
+        FailsAt(3, _CRASH.format("MoveBlockHashes", "InvalidArgument")),
     ),
     Finding(
         "groups-crash",
@@ -343,6 +461,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetCachedBlockGroups("h0:a", (0,)),),
+        FailsAt(1, _CRASH.format("GetCachedBlockGroups", "InvalidArgument")),
     ),
     Finding(
         "groups-bad-group-missed",
@@ -352,6 +471,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetCachedBlockGroups(b"h0:a", (0, -1)),),
+        FailsAt(1, _DIFFERS.format("GetCachedBlockGroups", "InvalidArgument")),
     ),
     Finding(
         "emit-events-negative-count",
@@ -360,6 +480,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1E,
         (EmitCachedBlockEvents(_REQ, -1, 16, 0),),
+        FailsAt(1, _DIFFERS.format("EmitCachedBlockEvents", "InvalidArgument")),
     ),
     # -- the rest of the bad input a robust --all run meets (12-05, sorted 12-06) --------
     Finding(
@@ -370,6 +491,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         ONE_BLOCK,
         (GetNewBlocks(1),),
+        FailsAt(1, _CRASH.format("GetNewBlocks", "InsufficientFreeBlocks")),
         other_traces=(
             (
                 ((2, True, False),),
@@ -379,6 +501,7 @@ FINDINGS: tuple[Finding, ...] = (
                     UnpinBlocks((1,), 0),
                     GetNewBlocks(1),
                 ),
+                FailsAt(4, "target crashed at GetNewBlocks (ValueError)"),
             ),
         ),
     ),
@@ -390,10 +513,23 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         OFF,
         (GetNewBlocks(1), CacheBlocks((1,), ("a",))),
+        FailsAt(2, _DIFFERS.format("CacheBlocks", "CachingDisabled")),
         other_traces=(
-            (OFF, (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0))),
-            (OFF, (CacheFullBlocks(_REQ, (1,), 0, 1, 32, 0),)),  # and crashes on a bad size
-            (OFF, (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, 0, 16))),
+            (
+                OFF,
+                (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0)),
+                FailsAt(2, _DIFFERS.format("CacheFullBlocks", "CachingDisabled")),
+            ),
+            (  # and crashes on a bad size
+                OFF,
+                (CacheFullBlocks(_REQ, (1,), 0, 1, 32, 0),),
+                FailsAt(1, _CRASH.format("CacheFullBlocks", "CachingDisabled")),
+            ),
+            (
+                OFF,
+                (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, 0, 16)),
+                FailsAt(2, _DIFFERS.format("CachePartialBlock", "CachingDisabled")),
+            ),
         ),
     ),
     Finding(
@@ -404,15 +540,33 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         TWO,
         (GetNewBlocks(1), UnpinBlocks((BlockRef(0, 1),), 0, pool=1)),
+        FailsAt(2, _DIFFERS.format("UnpinBlocks", "ForeignBlock")),
         other_traces=(
-            (TWO, (GetNewBlocks(1), IsBlockWritable(BlockRef(0, 1), pool=1))),
-            (TWO, (UnpinBlocks((BlockRef(1, 1),), 0, pool=0),)),
-            (TWO, (GetNewBlocks(1), CacheBlocks((BlockRef(0, 1),), ("a",), pool=1))),
+            (
+                TWO,
+                (GetNewBlocks(1), IsBlockWritable(BlockRef(0, 1), pool=1)),
+                FailsAt(2, _DIFFERS.format("IsBlockWritable", "ForeignBlock")),
+            ),
+            (
+                TWO,
+                (UnpinBlocks((BlockRef(1, 1),), 0, pool=0),),
+                FailsAt(1, _CRASH.format("UnpinBlocks", "ForeignBlock")),
+            ),
+            (
+                TWO,
+                (GetNewBlocks(1), CacheBlocks((BlockRef(0, 1),), ("a",), pool=1)),
+                FailsAt(2, _DIFFERS.format("CacheBlocks", "ForeignBlock")),
+            ),
             (
                 TWO,
                 (GetNewBlocks(1), CacheFullBlocks(_REQ, (BlockRef(0, 1),), 0, 1, 16, 0, pool=1)),
+                FailsAt(2, _DIFFERS.format("CacheFullBlocks", "ForeignBlock")),
             ),
-            (TWO, (GetNewBlocks(1), CachePartialBlock(_REQ, BlockRef(0, 1), 16, 0, 16, pool=1))),
+            (
+                TWO,
+                (GetNewBlocks(1), CachePartialBlock(_REQ, BlockRef(0, 1), 16, 0, 16, pool=1)),
+                FailsAt(2, _DIFFERS.format("CachePartialBlock", "ForeignBlock")),
+            ),
         ),
     ),
     Finding(
@@ -422,7 +576,14 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (CacheBlocks((0,), ("a",)),),
-        other_traces=((P1, (EvictBlocks((0,)),)),),
+        FailsAt(1, _DIFFERS.format("CacheBlocks", "NullBlockMisuse")),
+        other_traces=(
+            (
+                P1,
+                (EvictBlocks((0,)),),
+                FailsAt(1, _DIFFERS.format("EvictBlocks", "NullBlockMisuse")),
+            ),
+        ),
     ),
     Finding(
         "already-cached-unchecked",
@@ -433,8 +594,13 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetNewBlocks(1), CacheBlocks((1,), ("a",)), CacheBlocks((1,), ("b",))),
+        FailsAt(3, _CRASH.format("CacheBlocks", "AlreadyCached")),
         other_traces=(
-            (P1, (GetNewBlocks(2), CacheBlocks((1,), ("a",)), CacheBlocks((2, 1), ("b", "c")))),
+            (
+                P1,
+                (GetNewBlocks(2), CacheBlocks((1,), ("a",)), CacheBlocks((2, 1), ("b", "c"))),
+                FailsAt(3, _DIFFERS.format("CacheBlocks", "AlreadyCached")),
+            ),
             (
                 P1,
                 (
@@ -442,8 +608,13 @@ FINDINGS: tuple[Finding, ...] = (
                     CacheBlocks((1,), ("a",)),
                     CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),
                 ),
+                FailsAt(3, _CRASH.format("CacheFullBlocks", "AlreadyCached")),
             ),
-            (P1, (GetNewBlocks(2), CacheBlocks((1, 2), ("a", "b")), MoveBlockHashes(1, 2))),
+            (
+                P1,
+                (GetNewBlocks(2), CacheBlocks((1, 2), ("a", "b")), MoveBlockHashes(1, 2)),
+                FailsAt(3, _CRASH.format("MoveBlockHashes", "AlreadyCached")),
+            ),
         ),
     ),
     Finding(
@@ -453,6 +624,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (FreeBlocks(("x",)),),
+        FailsAt(1, _CRASH.format("FreeBlocks", "InvalidArgument")),
     ),
 )
 
@@ -472,10 +644,17 @@ def by_name(name: str) -> Finding:
     raise LookupError(name)
 
 
+def trace_file(name: str, i: int = 0) -> str:
+    """The file name of an erratum's ``i``-th trace (0: its own, then its other traces)."""
+    return f"{name}.json" if i == 0 else f"{name}.{i}.json"
+
+
 def write(where: str | Path) -> list[Path]:
+    """Every trace of every erratum, each with where vLLM 0.33.0 fails it (``violation``)."""
     out = []
     for f in FINDINGS:
-        out.append(f.trace().save(Path(where) / f"{f.name}.json"))
+        for i, saved in enumerate(f.traces()):
+            out.append(saved.save(Path(where) / trace_file(f.name, i)))
     return out
 
 

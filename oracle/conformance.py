@@ -32,7 +32,6 @@ from kvpool.spec.ops import (
     Op,
     Outcome,
     TakeEvents,
-    Touch,
     UnpinBlocks,
 )
 
@@ -250,7 +249,12 @@ def signature(rule: str, detail: str, op: Op | None) -> str:
         if kinds:
             out += f": spec {kinds[1]}, target {kinds[2]}"
         blocks = getattr(op, "blocks", None) if op is not None else None
-        if isinstance(op, (FreeBlocks, Touch, UnpinBlocks)) and isinstance(blocks, tuple):
+        # a block listed twice is told apart only where it can be the cause: releasing
+        # a block more often than it is held (RefCountUnderflow: over-free-in-one-call
+        # beside double-free); beside another refusal (a foreign block in the same
+        # touch) it is incidental, and the finding the same as without it
+        underflow = bool(kinds) and kinds[1] == "RefCountUnderflow"
+        if underflow and isinstance(op, (FreeBlocks, UnpinBlocks)) and isinstance(blocks, tuple):
             hashable = [b for b in blocks if isinstance(b, (int, BlockRef))]
             if len(set(hashable)) < len(hashable):
                 out += " (a block listed twice)"

@@ -26,6 +26,7 @@ from kvpool.spec.ops import (
     EmitCachedBlockEvents,
     EvictBlocks,
     FreeBlocks,
+    GetCachedBlock,
     GetCachedBlockGroups,
     GetNewBlocks,
     IsBlockWritable,
@@ -184,6 +185,9 @@ ONE_BLOCK = ((1, True, False),)
 _REQ = Request((b"h0:a",), tuple(range(9700, 9716)))
 """A request of one block of 16 tokens (one hash unit at block size 16)."""
 
+_REQ2 = Request((b"h0:a", b"h0:aa"), tuple(range(9700, 9732)))
+"""A request of two hash units: one block of 32 tokens."""
+
 _PREFIX = Request(tuple(b"p" + b"abcdef"[: i + 1] for i in range(6)))
 """A request of six prefix hashes: one block can hold a key for each (a primary key and
 five further entries: partial prefixes inside the block)."""
@@ -240,8 +244,8 @@ FINDINGS: tuple[Finding, ...] = (
     Finding(
         "watcher-sees-half-handout",
         "a reuse watcher runs while the call that fires it is half done: before the block "
-        "is handed out (ref_cnt 0, old key still cached), or, in reset_prefix_cache, with "
-        "the other watchers still pending",
+        "is handed out (ref_cnt 0, its old key still cached and found by get_cached_block), "
+        "or, in reset_prefix_cache, with the other watchers still pending",
         "faulty callback",
         "result differs: value",
         P1,
@@ -264,6 +268,21 @@ FINDINGS: tuple[Finding, ...] = (
                     ResetPrefixCache(),
                 ),
                 FailsAt(4, "fired differs at ResetPrefixCache"),
+            ),
+            # a watcher that looks its block's key up from inside get_new_blocks still
+            # finds the block being handed out (its key is dropped after the watchers)
+            (
+                ((2, True, False),),
+                (
+                    GetNewBlocks(1),
+                    CacheBlocks((1,), ("a",)),
+                    ("script", 0, False, GetCachedBlock("a")),
+                    UnpinBlocks((1,), 0),
+                    GetNewBlocks(1),
+                ),
+                FailsAt(
+                    5, "result differs: value at GetCachedBlock run by a watcher in GetNewBlocks"
+                ),
             ),
         ),
     ),
@@ -300,6 +319,40 @@ FINDINGS: tuple[Finding, ...] = (
         P1,
         (FreeBlocks((1,)),),
         FailsAt(1, "error kind differs at FreeBlocks: spec RefCountUnderflow, target success"),
+        other_traces=(
+            # the same free of a free block, made by a watcher from inside the call that
+            # fires it: reset_prefix_cache (a block of another pool) ...
+            (
+                ((3, False, False), (2, False, False)),
+                (
+                    GetNewBlocks(1),
+                    UnpinBlocks((1,), 0),
+                    ("script", 0, False, FreeBlocks((BlockRef(1, 1),), pool=1)),
+                    ResetPrefixCache(),
+                ),
+                FailsAt(
+                    4,
+                    "error kind differs at FreeBlocks run by a watcher in ResetPrefixCache: "
+                    "spec RefCountUnderflow, target success",
+                ),
+            ),
+            # ... or get_new_blocks (fired twice, the watcher frees block 3 twice)
+            (
+                ((4, False, False),),
+                (
+                    GetNewBlocks(3),
+                    UnpinBlocks((3, 2, 1), 0),
+                    Touch((3,)),
+                    ("script", 0, False, FreeBlocks((3,))),
+                    GetNewBlocks(2),
+                ),
+                FailsAt(
+                    5,
+                    "error kind differs at FreeBlocks run by a watcher in GetNewBlocks: "
+                    "spec RefCountUnderflow, target success",
+                ),
+            ),
+        ),
     ),
     Finding(
         "over-free-in-one-call",
@@ -339,7 +392,8 @@ FINDINGS: tuple[Finding, ...] = (
     ),
     Finding(
         "cache-free-block",
-        "cache_blocks (cache_full_blocks) on a block nobody holds is accepted",
+        "cache_blocks (cache_full_blocks, cache_partial_block, move_block_hashes) gives "
+        "keys to a block nobody holds",
         "bad input",
         "error kind differs",
         P1,
@@ -350,6 +404,16 @@ FINDINGS: tuple[Finding, ...] = (
                 P1,
                 (CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),),
                 FailsAt(1, _DIFFERS.format("CacheFullBlocks", "BlockNotInUse")),
+            ),
+            (
+                P1,
+                (CachePartialBlock(_REQ, 1, 16, 0, 16),),
+                FailsAt(1, _DIFFERS.format("CachePartialBlock", "BlockNotInUse")),
+            ),
+            (  # the keys moved onto block 2, which is free
+                P1,
+                (GetNewBlocks(1), CacheBlocks((1,), ("a",)), MoveBlockHashes(1, 2)),
+                FailsAt(3, _DIFFERS.format("MoveBlockHashes", "BlockNotInUse")),
             ),
         ),
     ),
@@ -475,12 +539,20 @@ FINDINGS: tuple[Finding, ...] = (
     ),
     Finding(
         "emit-events-negative-count",
-        "emit_cached_block_events accepts a negative count of cached blocks",
+        "emit_cached_block_events accepts a negative count of cached blocks (and crashes, "
+        "IndexError, on a count past the request's blocks)",
         "bad input",
         "error kind differs",
         P1E,
         (EmitCachedBlockEvents(_REQ, -1, 16, 0),),
         FailsAt(1, _DIFFERS.format("EmitCachedBlockEvents", "InvalidArgument")),
+        other_traces=(
+            (
+                P1E,
+                (EmitCachedBlockEvents(_REQ, 2, 16, 0),),  # 2 blocks of a 1-block request
+                FailsAt(1, _CRASH.format("EmitCachedBlockEvents", "InvalidArgument")),
+            ),
+        ),
     ),
     # -- the rest of the bad input a robust --all run meets (12-05, sorted 12-06) --------
     Finding(
@@ -502,6 +574,16 @@ FINDINGS: tuple[Finding, ...] = (
                     GetNewBlocks(1),
                 ),
                 FailsAt(4, "target crashed at GetNewBlocks (ValueError)"),
+            ),
+            (  # ... or inside reset_prefix_cache
+                ((2, True, False),),
+                (
+                    GetNewBlocks(1),
+                    ("script", 0, False, GetNewBlocks(2)),
+                    UnpinBlocks((1,), 0),
+                    ResetPrefixCache(),
+                ),
+                FailsAt(4, "target crashed at ResetPrefixCache (ValueError)"),
             ),
         ),
     ),
@@ -562,6 +644,15 @@ FINDINGS: tuple[Finding, ...] = (
                 (GetNewBlocks(1), CacheFullBlocks(_REQ, (BlockRef(0, 1),), 0, 1, 16, 0, pool=1)),
                 FailsAt(2, _DIFFERS.format("CacheFullBlocks", "ForeignBlock")),
             ),
+            (  # another pool's block that holds a key: the assert guarding a promotion
+                TWO,
+                (
+                    GetNewBlocks(1),
+                    CacheBlocks((1,), ("a",)),
+                    CacheFullBlocks(_REQ, (BlockRef(0, 1),), 0, 1, 16, 0, pool=1),
+                ),
+                FailsAt(3, _CRASH.format("CacheFullBlocks", "ForeignBlock")),
+            ),
             (
                 TWO,
                 (GetNewBlocks(1), CachePartialBlock(_REQ, BlockRef(0, 1), 16, 0, 16, pool=1)),
@@ -609,6 +700,15 @@ FINDINGS: tuple[Finding, ...] = (
                     CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),
                 ),
                 FailsAt(3, _CRASH.format("CacheFullBlocks", "AlreadyCached")),
+            ),
+            (  # a block of 32 tokens over block 1's key of 16: taken for a promotion
+                P1,
+                (
+                    GetNewBlocks(1),
+                    CacheBlocks((1,), ("a",)),
+                    CacheFullBlocks(_REQ2, (1,), 0, 1, 32, 0),
+                ),
+                FailsAt(3, _DIFFERS.format("CacheFullBlocks", "AlreadyCached")),
             ),
             (
                 P1,

@@ -209,3 +209,28 @@ def test_a_finding_of_the_touch_example_carries_no_erratum_name() -> None:
     names = {s: n for n, sigs in errata_signatures(target, "exact").items() for s in sigs}
     d = conformance.Difference("INV-FREE", "INV-FREE", "")
     assert conformance._erratum(d, names, target) is None
+
+
+def test_a_block_listed_twice_is_told_apart_only_where_it_can_be_the_cause() -> None:
+    """A touch that lists a block twice beside another pool's block is touch-foreign, as
+    without the duplicate (all three robust --all runs of 12-06 listed it apart, under no
+    name); a release of a block listed twice (RefCountUnderflow) is still another finding
+    than one of a free block (over-free-in-one-call beside double-free)."""
+    from kvpool.oracle.conformance import signature
+    from kvpool.spec.ops import BlockRef, FreeBlocks, Touch, UnpinBlocks
+
+    foreign = "Touch(...): spec ForeignBlock, target success"
+    twice = Touch((BlockRef(1, 1), BlockRef(1, 1), BlockRef(0, 1)), pool=1)
+    once = Touch((BlockRef(0, 1),), pool=1)
+    assert signature("error kind differs", foreign, twice) == by_name("touch-foreign").at.signature
+    assert signature("error kind differs", foreign, once) == by_name("touch-foreign").at.signature
+    under = "...: spec RefCountUnderflow, target success"
+    for op in (FreeBlocks((1, 1)), UnpinBlocks((1, 1), 0)):
+        assert signature("error kind differs", under, op).endswith("(a block listed twice)")
+
+
+def test_vectors_findings_holds_no_trace_of_no_erratum() -> None:
+    """Every file of vectors/findings/ is a trace of an erratum (renumbered or dropped
+    traces leave no stale file behind for `kvpool replay` to mislead with)."""
+    files = {p.name for p in VECTORS.glob("*.json")}
+    assert files == {trace_file(f.name, i) for f, i, _, _ in TRACES}

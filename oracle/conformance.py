@@ -253,7 +253,7 @@ def signature(rule: str, detail: str, op: Op | None) -> str:
         # a block more often than it is held (RefCountUnderflow: over-free-in-one-call
         # beside double-free); beside another refusal (a foreign block in the same
         # touch) it is incidental, and the finding the same as without it
-        underflow = bool(kinds) and kinds[1] == "RefCountUnderflow"
+        underflow = kinds is not None and kinds[1] == "RefCountUnderflow"
         if underflow and isinstance(op, (FreeBlocks, UnpinBlocks)) and isinstance(blocks, tuple):
             hashable = [b for b in blocks if isinstance(b, (int, BlockRef))]
             if len(set(hashable)) < len(hashable):

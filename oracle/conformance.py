@@ -600,7 +600,8 @@ def errata_signatures(target: Target, level: str) -> dict[str, list[str]]:
     :attr:`.findings.Finding.other_traces`, each once).
 
     A trace names its erratum only when the target fails it at the erratum's first
-    divergent call or after, with the signature vLLM fails it with there
+    divergent call (or after it, for a trace vLLM itself fails at a step that varies
+    from process to process), with the signature vLLM fails it with there
     (:class:`.findings.FailsAt`, recorded with each trace and checked on vLLM 0.33.0 by
     ``tests/test_errata_step.py``): a target that parts from the trace earlier, or
     under another signature, does so for a reason of its own (a pool whose ``touch``

@@ -51,11 +51,14 @@ class FailsAt:
     counting as a step, as :attr:`.tracereplay.Divergence.step`) where vLLM 0.33.0 fails
     the trace; ``signature``: what it fails with there (:func:`.conformance.signature`;
     its rule comes first). A target is named after the erratum by this trace only when
-    it fails the trace at ``step`` or after, with ``signature`` (or one of ``also``): a
-    target that parts from the trace before the erratum's call does so for a reason of
-    its own (a pool whose ``touch`` leaves a block free fails every trace that touches a
-    free block, at the touch). ``tests/test_errata_step.py`` replays every trace on
-    vLLM 0.33.0's pool and checks these records.
+    it fails the trace at ``step`` (or later, when vLLM's own step varies: ``later``),
+    with ``signature`` (or one of ``also``). A target that parts from the trace before
+    the erratum's call does so for a reason of its own (a pool whose ``touch`` leaves a
+    block free fails every trace that touches a free block, at the touch); one that
+    passes the erratum's call and fails a later one shows another bug there (a pool
+    that fires a watcher twice passes ``unpin-one-watcher``'s second unpin and breaks
+    INV-WATCH at the ``get_new_blocks`` after it). ``tests/test_errata_step.py`` replays
+    every trace on vLLM 0.33.0's pool and checks these records.
     """
 
     step: int
@@ -69,7 +72,8 @@ class FailsAt:
 
     def names(self, step: int, signature: str) -> bool:
         """Does a target that fails the trace at ``step`` with ``signature`` show this erratum?"""
-        return step >= self.step and signature in (self.signature, *self.also)
+        at = step == self.step or (self.later and step > self.step)
+        return at and signature in (self.signature, *self.also)
 
     @property
     def rule(self) -> str:

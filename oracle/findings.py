@@ -419,6 +419,16 @@ FINDINGS: tuple[Finding, ...] = (
                 (GetNewBlocks(1), CacheBlocks((1,), ("a",)), MoveBlockHashes(1, 2)),
                 FailsAt(3, _DIFFERS.format("MoveBlockHashes", "BlockNotInUse")),
             ),
+            (  # a free block that still holds a key: the assert guarding a promotion
+                P1,
+                (
+                    GetNewBlocks(1),
+                    CacheBlocks((1,), ("a",)),
+                    FreeBlocks((1,)),
+                    CacheBlocks((1,), ("b",)),
+                ),
+                FailsAt(4, _CRASH.format("CacheBlocks", "BlockNotInUse")),
+            ),
         ),
     ),
     Finding(

@@ -32,7 +32,6 @@ from kvpool.spec.ops import (
     Op,
     Outcome,
     TakeEvents,
-    Touch,
     UnpinBlocks,
 )
 
@@ -250,7 +249,12 @@ def signature(rule: str, detail: str, op: Op | None) -> str:
         if kinds:
             out += f": spec {kinds[1]}, target {kinds[2]}"
         blocks = getattr(op, "blocks", None) if op is not None else None
-        if isinstance(op, (FreeBlocks, Touch, UnpinBlocks)) and isinstance(blocks, tuple):
+        # a block listed twice is told apart only where it can be the cause: releasing
+        # a block more often than it is held (RefCountUnderflow: over-free-in-one-call
+        # beside double-free); beside another refusal (a foreign block in the same
+        # touch) it is incidental, and the finding the same as without it
+        underflow = kinds is not None and kinds[1] == "RefCountUnderflow"
+        if underflow and isinstance(op, (FreeBlocks, UnpinBlocks)) and isinstance(blocks, tuple):
             hashable = [b for b in blocks if isinstance(b, (int, BlockRef))]
             if len(set(hashable)) < len(hashable):
                 out += " (a block listed twice)"
@@ -579,36 +583,46 @@ def search_seed(seed: int | None, k: int) -> int | None:
     return k if seed is None else (seed + 1) * 1_000_003 + k
 
 
+def fails_at(saved: SavedTrace, target: Target, level: str) -> tuple[int, str] | None:
+    """Where ``target`` fails ``saved`` at ``level``: the step (1-based) and the signature
+    (:func:`signature`). None: it passes, or fails before the first call (building the
+    pools, step 0) or past the last."""
+    found = replay(saved, target, level).divergence
+    if found is None or not 0 < found.step <= len(saved.steps):
+        return None
+    call = saved.steps[found.step - 1].get("call")
+    return found.step, signature(found.rule, found.detail, op_from_json(call) if call else None)
+
+
 def errata_signatures(target: Target, level: str) -> dict[str, list[str]]:
-    """Each erratum of ``docs/errata.md`` whose traces fail on ``target``: the signatures
-    they fail with there (its own trace's first, then those of its
+    """Each erratum of ``docs/errata.md`` whose traces ``target`` fails as vLLM 0.33.0 does:
+    the signatures they fail with there (its own trace's first, then those of its
     :attr:`.findings.Finding.other_traces`, each once).
 
-    The errata are vLLM 0.33.0's; on another target a name means "the same difference".
-    A trace that needs what the target lacks (:func:`.tracereplay.needs`: an operation,
-    a second pool, events, ``evict_first``) is left out.
+    A trace names its erratum only when the target fails it at the erratum's first
+    divergent call (or after it, for a trace vLLM itself fails at a step that varies
+    from process to process), with the signature vLLM fails it with there
+    (:class:`.findings.FailsAt`, recorded with each trace and checked on vLLM 0.33.0 by
+    ``tests/test_errata_step.py``): a target that parts from the trace earlier, or
+    under another signature, does so for a reason of its own (a pool whose ``touch``
+    leaves a block free fails, at the touch, a trace that begins with one), which must
+    not be named after the erratum. The errata are vLLM 0.33.0's; on another target a
+    name means "the same difference". A trace that needs what the target lacks
+    (:func:`.tracereplay.needs`: an operation, a second pool, events, ``evict_first``)
+    is left out.
     """
     caps = set(target.capabilities)
     out: dict[str, list[str]] = {}
     for f in FINDINGS:
-        for saved in f.traces():
+        for saved, at in f.traces_at():
             if needs(saved) - caps:
                 continue
-            found = replay(saved, target, level).divergence
-            if found is None or not 0 < found.step <= len(saved.steps):
+            found = fails_at(saved, target, level)
+            if found is None or not at.names(*found):
                 continue
-            # an erratum of a faulty callback cannot show before its trace scripts the
-            # watcher: a target that parts from the trace earlier does so for a reason of
-            # its own (a pool whose touch leaves a block free fails a trace that begins
-            # with touch), which must not be named after the erratum.
-            scripted = [i for i, st in enumerate(saved.steps, 1) if "script" in st]
-            if scripted and found.step < scripted[-1]:
-                continue
-            call = saved.steps[found.step - 1].get("call")
-            sig = signature(found.rule, found.detail, op_from_json(call) if call else None)
             sigs = out.setdefault(f.name, [])
-            if sig not in sigs:
-                sigs.append(sig)
+            if found[1] not in sigs:
+                sigs.append(found[1])
     return out
 
 
@@ -968,6 +982,8 @@ __all__ = [
     "TraceStep",
     "conform",
     "cross_pool_hint",
+    "errata_signatures",
+    "fails_at",
     "lockstep_config",
     "oracle_machine",
     "signature",

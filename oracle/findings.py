@@ -26,6 +26,7 @@ from kvpool.spec.ops import (
     EmitCachedBlockEvents,
     EvictBlocks,
     FreeBlocks,
+    GetCachedBlock,
     GetCachedBlockGroups,
     GetNewBlocks,
     IsBlockWritable,
@@ -40,8 +41,49 @@ from kvpool.spec.ops import (
 from .traceformat import SavedTrace, op_to_json
 
 Pools = tuple[tuple[int, bool, bool], ...]
-Variant = tuple[Pools, tuple[Any, ...]]
-"""Another trace of a finding: its pools and its steps (as :attr:`Finding.steps`)."""
+
+
+@dataclass(frozen=True)
+class FailsAt:
+    """Where vLLM 0.33.0 fails one trace of an erratum, and so what names the erratum.
+
+    ``step``: the erratum's first divergent call, the step (1-based, a watcher script
+    counting as a step, as :attr:`.tracereplay.Divergence.step`) where vLLM 0.33.0 fails
+    the trace; ``signature``: what it fails with there (:func:`.conformance.signature`;
+    its rule comes first). A target is named after the erratum by this trace only when
+    it fails the trace at ``step`` (or later, when vLLM's own step varies: ``later``),
+    with ``signature`` (or one of ``also``). A target that parts from the trace before
+    the erratum's call does so for a reason of its own (a pool whose ``touch`` leaves a
+    block free fails every trace that touches a free block, at the touch); one that
+    passes the erratum's call and fails a later one shows another bug there (a pool
+    that fires a watcher twice passes ``unpin-one-watcher``'s second unpin and breaks
+    INV-WATCH at the ``get_new_blocks`` after it). ``tests/test_errata_step.py`` replays
+    every trace on vLLM 0.33.0's pool and checks these records.
+    """
+
+    step: int
+    signature: str
+    later: bool = False
+    """vLLM's own step varies from process to process (the iteration order of a set of
+    bytes keys follows ``PYTHONHASHSEED``): it fails at ``step`` or later, never before."""
+    also: tuple[str, ...] = ()
+    """Further signatures of the same fault at the same call on a target whose state shows
+    more than vLLM's (each with its reason where it is recorded)."""
+
+    def names(self, step: int, signature: str) -> bool:
+        """Does a target that fails the trace at ``step`` with ``signature`` show this erratum?"""
+        at = step == self.step or (self.later and step > self.step)
+        return at and signature in (self.signature, *self.also)
+
+    @property
+    def rule(self) -> str:
+        """The rule of :attr:`signature` (an invariant's name, else what precedes " at ")."""
+        return self.signature.split(" at ", 1)[0].split(" (", 1)[0]
+
+
+Variant = tuple[Pools, tuple[Any, ...], FailsAt]
+"""Another trace of a finding: its pools, its steps (as :attr:`Finding.steps`) and where
+vLLM 0.33.0 fails it."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +97,8 @@ class Finding:
     pools: Pools
     steps: tuple[Any, ...]
     """Ops, or ("script", watcher, raise, op-or-None) for a watcher's behaviour."""
+    at: FailsAt
+    """Where vLLM 0.33.0 fails :attr:`steps`, and with what signature."""
     log_symptom: Callable[[Sequence[object], Sequence[object]], bool] | None = None
     """For an erratum of the KV event log: does a difference between the spec's log and
     the target's (each from their first difference on) show it? A search can meet the
@@ -69,13 +113,20 @@ class Finding:
     (:func:`.conformance.errata_signatures`), so that ``--all`` lists it once."""
 
     def trace(self) -> SavedTrace:
-        return self._saved(self.pools, self.steps)
+        return self._saved(self.pools, self.steps, self.at)
 
     def traces(self) -> list[SavedTrace]:
         """The erratum's trace, then each of :attr:`other_traces`."""
-        return [self.trace(), *(self._saved(p, s) for p, s in self.other_traces)]
+        return [saved for saved, _ in self.traces_at()]
 
-    def _saved(self, pools: Pools, steps_: tuple[Any, ...]) -> SavedTrace:
+    def traces_at(self) -> list[tuple[SavedTrace, FailsAt]]:
+        """Each trace (:meth:`traces`) with where vLLM 0.33.0 fails it."""
+        return [
+            (self.trace(), self.at),
+            *((self._saved(p, s, at), at) for p, s, at in self.other_traces),
+        ]
+
+    def _saved(self, pools: Pools, steps_: tuple[Any, ...], at: FailsAt) -> SavedTrace:
         steps: list[dict[str, Any]] = []
         for s in steps_:
             if isinstance(s, tuple) and s and s[0] == "script":
@@ -99,7 +150,14 @@ class Finding:
             steps,
             "vllm==0.33.0",
             "exact" if self.arises_from == "valid use" else "robust",
-            {"rule": self.rule, "finding": self.name},
+            {
+                "rule": at.rule,
+                "finding": self.name,
+                "step": at.step,
+                "signature": at.signature,
+                **({"or_later": True} if at.later else {}),
+                **({"also": list(at.also)} if at.also else {}),
+            },
         )
 
 
@@ -131,9 +189,17 @@ ONE_BLOCK = ((1, True, False),)
 _REQ = Request((b"h0:a",), tuple(range(9700, 9716)))
 """A request of one block of 16 tokens (one hash unit at block size 16)."""
 
+_REQ2 = Request((b"h0:a", b"h0:aa"), tuple(range(9700, 9732)))
+"""A request of two hash units: one block of 32 tokens."""
+
 _PREFIX = Request(tuple(b"p" + b"abcdef"[: i + 1] for i in range(6)))
 """A request of six prefix hashes: one block can hold a key for each (a primary key and
 five further entries: partial prefixes inside the block)."""
+
+_DIFFERS = "error kind differs at {}: spec {}, target success"
+"""The signature of a call vLLM takes where the semantics refuses it with a kind."""
+_CRASH = "target crashed at {}: spec {}"
+"""The signature of a call that crashes vLLM where the semantics refuses it with a kind."""
 
 FINDINGS: tuple[Finding, ...] = (
     Finding(
@@ -143,6 +209,12 @@ FINDINGS: tuple[Finding, ...] = (
         "state differs",
         P1,
         (GetNewBlocks(1), Touch((1,)), UnpinBlocks((1,), 0), UnpinBlocks((1,), 1), GetNewBlocks(7)),
+        # the second unpin replaces the first watcher. vLLM keeps no count of
+        # registrations, so its state shows only the pending watchers differing; a pool
+        # that counts them (kvpool's, with this bug seeded: mutant watcher-only-last)
+        # breaks INV-WATCH at the same call, and the invariants are checked before the
+        # states are compared (machine.state_problem)
+        FailsAt(4, "state differs at UnpinBlocks (pending watchers)", also=("INV-WATCH",)),
     ),
     Finding(
         "removed-while-held",
@@ -151,6 +223,7 @@ FINDINGS: tuple[Finding, ...] = (
         "INV-EVENTS",
         P1E,
         (GetNewBlocks(2), CacheBlocks((1,), ("a",)), CacheBlocks((2,), ("a",)), EvictBlocks((1,))),
+        FailsAt(4, "INV-EVENTS"),
         extra_removals,
     ),
     Finding(
@@ -166,13 +239,17 @@ FINDINGS: tuple[Finding, ...] = (
             EvictBlocks((1,)),
             TakeEvents(),
         ),
+        # step 4: the block's second further entry, the first call whose set can be in
+        # another order than the entries were added; vLLM fails there or at a later
+        # CachePartialBlock, by the process's PYTHONHASHSEED
+        FailsAt(4, "state differs at CachePartialBlock (further keys)", later=True),
         reordered,
     ),
     Finding(
         "watcher-sees-half-handout",
         "a reuse watcher runs while the call that fires it is half done: before the block "
-        "is handed out (ref_cnt 0, old key still cached), or, in reset_prefix_cache, with "
-        "the other watchers still pending",
+        "is handed out (ref_cnt 0, its old key still cached and found by get_cached_block), "
+        "or, in reset_prefix_cache, with the other watchers still pending",
         "faulty callback",
         "result differs: value",
         P1,
@@ -182,6 +259,7 @@ FINDINGS: tuple[Finding, ...] = (
             UnpinBlocks((1,), 0),
             GetNewBlocks(7),
         ),
+        FailsAt(4, "result differs: value at IsBlockWritable run by a watcher in GetNewBlocks"),
         other_traces=(
             # a watcher that resets the cache from inside reset_prefix_cache fires the
             # watchers the outer call has not popped yet: the outer call fires one
@@ -193,6 +271,22 @@ FINDINGS: tuple[Finding, ...] = (
                     UnpinBlocks((2, 1), 0),
                     ResetPrefixCache(),
                 ),
+                FailsAt(4, "fired differs at ResetPrefixCache"),
+            ),
+            # a watcher that looks its block's key up from inside get_new_blocks still
+            # finds the block being handed out (its key is dropped after the watchers)
+            (
+                ((2, True, False),),
+                (
+                    GetNewBlocks(1),
+                    CacheBlocks((1,), ("a",)),
+                    ("script", 0, False, GetCachedBlock("a")),
+                    UnpinBlocks((1,), 0),
+                    GetNewBlocks(1),
+                ),
+                FailsAt(
+                    5, "result differs: value at GetCachedBlock run by a watcher in GetNewBlocks"
+                ),
             ),
         ),
     ),
@@ -203,6 +297,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (("script", 0, True, None), GetNewBlocks(1), UnpinBlocks((1,), 0), GetNewBlocks(7)),
+        FailsAt(4, "target crashed (WatcherRaised)"),
     ),
     Finding(
         "negative-count",
@@ -211,7 +306,14 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(-1),),
-        other_traces=((P1, (GetNewBlocks("2"),)),),  # TypeError: '>' of str and int
+        FailsAt(1, "error kind differs at GetNewBlocks: spec InvalidArgument, target success"),
+        other_traces=(  # TypeError: '>' of str and int
+            (
+                P1,
+                (GetNewBlocks("2"),),
+                FailsAt(1, _CRASH.format("GetNewBlocks", "InvalidArgument")),
+            ),
+        ),
     ),
     Finding(
         "double-free",
@@ -220,6 +322,41 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (FreeBlocks((1,)),),
+        FailsAt(1, "error kind differs at FreeBlocks: spec RefCountUnderflow, target success"),
+        other_traces=(
+            # the same free of a free block, made by a watcher from inside the call that
+            # fires it: reset_prefix_cache (a block of another pool) ...
+            (
+                ((3, False, False), (2, False, False)),
+                (
+                    GetNewBlocks(1),
+                    UnpinBlocks((1,), 0),
+                    ("script", 0, False, FreeBlocks((BlockRef(1, 1),), pool=1)),
+                    ResetPrefixCache(),
+                ),
+                FailsAt(
+                    4,
+                    "error kind differs at FreeBlocks run by a watcher in ResetPrefixCache: "
+                    "spec RefCountUnderflow, target success",
+                ),
+            ),
+            # ... or get_new_blocks (fired twice, the watcher frees block 3 twice)
+            (
+                ((4, False, False),),
+                (
+                    GetNewBlocks(3),
+                    UnpinBlocks((3, 2, 1), 0),
+                    Touch((3,)),
+                    ("script", 0, False, FreeBlocks((3,))),
+                    GetNewBlocks(2),
+                ),
+                FailsAt(
+                    5,
+                    "error kind differs at FreeBlocks run by a watcher in GetNewBlocks: "
+                    "spec RefCountUnderflow, target success",
+                ),
+            ),
+        ),
     ),
     Finding(
         "over-free-in-one-call",
@@ -228,6 +365,11 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(1), FreeBlocks((1, 1))),
+        FailsAt(
+            2,
+            "error kind differs at FreeBlocks: spec RefCountUnderflow, target success "
+            "(a block listed twice)",
+        ),
     ),
     Finding(
         "touch-foreign",
@@ -237,6 +379,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         ((4, True, False), (4, True, False)),
         (Touch((BlockRef(1, 1),), pool=0),),
+        FailsAt(1, "error kind differs at Touch: spec ForeignBlock, target success"),
     ),
     Finding(
         "evict-negative-id",
@@ -246,16 +389,47 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(7), CacheBlocks((7,), ("a",)), EvictBlocks((-1,))),
-        other_traces=((P1, (EvictBlocks((8,)),)),),  # AssertionError
+        FailsAt(3, "error kind differs at EvictBlocks: spec InvalidArgument, target success"),
+        other_traces=(  # AssertionError
+            (P1, (EvictBlocks((8,)),), FailsAt(1, _CRASH.format("EvictBlocks", "InvalidArgument"))),
+        ),
     ),
     Finding(
         "cache-free-block",
-        "cache_blocks (cache_full_blocks) on a block nobody holds is accepted",
+        "cache_blocks (cache_full_blocks, cache_partial_block, move_block_hashes) gives "
+        "keys to a block nobody holds",
         "bad input",
         "error kind differs",
         P1,
         (CacheBlocks((1,), ("a",)),),
-        other_traces=((P1, (CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),)),),
+        FailsAt(1, "error kind differs at CacheBlocks: spec BlockNotInUse, target success"),
+        other_traces=(
+            (
+                P1,
+                (CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),),
+                FailsAt(1, _DIFFERS.format("CacheFullBlocks", "BlockNotInUse")),
+            ),
+            (
+                P1,
+                (CachePartialBlock(_REQ, 1, 16, 0, 16),),
+                FailsAt(1, _DIFFERS.format("CachePartialBlock", "BlockNotInUse")),
+            ),
+            (  # the keys moved onto block 2, which is free
+                P1,
+                (GetNewBlocks(1), CacheBlocks((1,), ("a",)), MoveBlockHashes(1, 2)),
+                FailsAt(3, _DIFFERS.format("MoveBlockHashes", "BlockNotInUse")),
+            ),
+            (  # a free block that still holds a key: the assert guarding a promotion
+                P1,
+                (
+                    GetNewBlocks(1),
+                    CacheBlocks((1,), ("a",)),
+                    FreeBlocks((1,)),
+                    CacheBlocks((1,), ("b",)),
+                ),
+                FailsAt(4, _CRASH.format("CacheBlocks", "BlockNotInUse")),
+            ),
+        ),
     ),
     Finding(
         "unpin-not-callable",
@@ -264,6 +438,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(1), UnpinBlocks((1,), "not callable")),
+        FailsAt(2, "error kind differs at UnpinBlocks: spec InvalidArgument, target success"),
     ),
     Finding(
         "unpin-null-block",
@@ -272,7 +447,14 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (UnpinBlocks((0,), 0),),
-        other_traces=((P1, (UnpinBlocks((1,), 0),)),),  # the same assert: ref_cnt > 0
+        FailsAt(1, "target crashed at UnpinBlocks: spec NullBlockMisuse"),
+        other_traces=(  # the same assert: ref_cnt > 0
+            (
+                P1,
+                (UnpinBlocks((1,), 0),),
+                FailsAt(1, _CRASH.format("UnpinBlocks", "RefCountUnderflow")),
+            ),
+        ),
     ),
     # -- vLLM's calls on blocks with several keys: their arguments are not validated ----
     Finding(
@@ -285,9 +467,18 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 1, 0, 0)),
+        FailsAt(2, "target crashed at CacheFullBlocks: spec InvalidArgument"),
         other_traces=(
-            (P1, (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 2, 16, 0))),  # 2 of 1 block
-            (P1, (CacheBlocks((), ("k1", "k2")),)),  # cache_blocks: more keys than blocks
+            (  # 2 of 1 block
+                P1,
+                (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 2, 16, 0)),
+                FailsAt(2, _DIFFERS.format("CacheFullBlocks", "InvalidArgument")),
+            ),
+            (  # cache_blocks: more keys than blocks
+                P1,
+                (CacheBlocks((), ("k1", "k2")),),
+                FailsAt(1, _DIFFERS.format("CacheBlocks", "InvalidArgument")),
+            ),
         ),
     ),
     Finding(
@@ -297,6 +488,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, 0, 0)),
+        FailsAt(2, _DIFFERS.format("CachePartialBlock", "InvalidArgument")),
     ),
     Finding(
         "partial-block-crashes",
@@ -306,6 +498,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, -1, 16)),
+        FailsAt(2, _CRASH.format("CachePartialBlock", "InvalidArgument")),
     ),
     Finding(
         "move-to-null-block",
@@ -314,6 +507,7 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetNewBlocks(1), CacheBlocks((1,), ("a",)), MoveBlockHashes(1, 0)),
+        FailsAt(3, _DIFFERS.format("MoveBlockHashes", "NullBlockMisuse")),
     ),
     Finding(
         "move-to-foreign",
@@ -326,6 +520,7 @@ FINDINGS: tuple[Finding, ...] = (
             CacheBlocks((1,), ("a",)),
             MoveBlockHashes(BlockRef(0, 1), BlockRef(1, 1)),
         ),
+        FailsAt(3, _DIFFERS.format("MoveBlockHashes", "ForeignBlock")),
     ),
     Finding(
         "move-to-non-block",
@@ -334,6 +529,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetNewBlocks(1), CacheBlocks((1,), ("a",)), MoveBlockHashes(1, "x")),
+        FailsAt(3, _CRASH.format("MoveBlockHashes", "InvalidArgument")),
     ),
     Finding(
         "groups-crash",
@@ -343,6 +539,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetCachedBlockGroups("h0:a", (0,)),),
+        FailsAt(1, _CRASH.format("GetCachedBlockGroups", "InvalidArgument")),
     ),
     Finding(
         "groups-bad-group-missed",
@@ -352,14 +549,24 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (GetCachedBlockGroups(b"h0:a", (0, -1)),),
+        FailsAt(1, _DIFFERS.format("GetCachedBlockGroups", "InvalidArgument")),
     ),
     Finding(
         "emit-events-negative-count",
-        "emit_cached_block_events accepts a negative count of cached blocks",
+        "emit_cached_block_events accepts a negative count of cached blocks (and crashes, "
+        "IndexError, on a count past the request's blocks)",
         "bad input",
         "error kind differs",
         P1E,
         (EmitCachedBlockEvents(_REQ, -1, 16, 0),),
+        FailsAt(1, _DIFFERS.format("EmitCachedBlockEvents", "InvalidArgument")),
+        other_traces=(
+            (
+                P1E,
+                (EmitCachedBlockEvents(_REQ, 2, 16, 0),),  # 2 blocks of a 1-block request
+                FailsAt(1, _CRASH.format("EmitCachedBlockEvents", "InvalidArgument")),
+            ),
+        ),
     ),
     # -- the rest of the bad input a robust --all run meets (12-05, sorted 12-06) --------
     Finding(
@@ -370,6 +577,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         ONE_BLOCK,
         (GetNewBlocks(1),),
+        FailsAt(1, _CRASH.format("GetNewBlocks", "InsufficientFreeBlocks")),
         other_traces=(
             (
                 ((2, True, False),),
@@ -379,6 +587,17 @@ FINDINGS: tuple[Finding, ...] = (
                     UnpinBlocks((1,), 0),
                     GetNewBlocks(1),
                 ),
+                FailsAt(4, "target crashed at GetNewBlocks (ValueError)"),
+            ),
+            (  # ... or inside reset_prefix_cache
+                ((2, True, False),),
+                (
+                    GetNewBlocks(1),
+                    ("script", 0, False, GetNewBlocks(2)),
+                    UnpinBlocks((1,), 0),
+                    ResetPrefixCache(),
+                ),
+                FailsAt(4, "target crashed at ResetPrefixCache (ValueError)"),
             ),
         ),
     ),
@@ -390,10 +609,23 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         OFF,
         (GetNewBlocks(1), CacheBlocks((1,), ("a",))),
+        FailsAt(2, _DIFFERS.format("CacheBlocks", "CachingDisabled")),
         other_traces=(
-            (OFF, (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0))),
-            (OFF, (CacheFullBlocks(_REQ, (1,), 0, 1, 32, 0),)),  # and crashes on a bad size
-            (OFF, (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, 0, 16))),
+            (
+                OFF,
+                (GetNewBlocks(1), CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0)),
+                FailsAt(2, _DIFFERS.format("CacheFullBlocks", "CachingDisabled")),
+            ),
+            (  # and crashes on a bad size
+                OFF,
+                (CacheFullBlocks(_REQ, (1,), 0, 1, 32, 0),),
+                FailsAt(1, _CRASH.format("CacheFullBlocks", "CachingDisabled")),
+            ),
+            (
+                OFF,
+                (GetNewBlocks(1), CachePartialBlock(_REQ, 1, 16, 0, 16)),
+                FailsAt(2, _DIFFERS.format("CachePartialBlock", "CachingDisabled")),
+            ),
         ),
     ),
     Finding(
@@ -404,15 +636,42 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         TWO,
         (GetNewBlocks(1), UnpinBlocks((BlockRef(0, 1),), 0, pool=1)),
+        FailsAt(2, _DIFFERS.format("UnpinBlocks", "ForeignBlock")),
         other_traces=(
-            (TWO, (GetNewBlocks(1), IsBlockWritable(BlockRef(0, 1), pool=1))),
-            (TWO, (UnpinBlocks((BlockRef(1, 1),), 0, pool=0),)),
-            (TWO, (GetNewBlocks(1), CacheBlocks((BlockRef(0, 1),), ("a",), pool=1))),
+            (
+                TWO,
+                (GetNewBlocks(1), IsBlockWritable(BlockRef(0, 1), pool=1)),
+                FailsAt(2, _DIFFERS.format("IsBlockWritable", "ForeignBlock")),
+            ),
+            (
+                TWO,
+                (UnpinBlocks((BlockRef(1, 1),), 0, pool=0),),
+                FailsAt(1, _CRASH.format("UnpinBlocks", "ForeignBlock")),
+            ),
+            (
+                TWO,
+                (GetNewBlocks(1), CacheBlocks((BlockRef(0, 1),), ("a",), pool=1)),
+                FailsAt(2, _DIFFERS.format("CacheBlocks", "ForeignBlock")),
+            ),
             (
                 TWO,
                 (GetNewBlocks(1), CacheFullBlocks(_REQ, (BlockRef(0, 1),), 0, 1, 16, 0, pool=1)),
+                FailsAt(2, _DIFFERS.format("CacheFullBlocks", "ForeignBlock")),
             ),
-            (TWO, (GetNewBlocks(1), CachePartialBlock(_REQ, BlockRef(0, 1), 16, 0, 16, pool=1))),
+            (  # another pool's block that holds a key: the assert guarding a promotion
+                TWO,
+                (
+                    GetNewBlocks(1),
+                    CacheBlocks((1,), ("a",)),
+                    CacheFullBlocks(_REQ, (BlockRef(0, 1),), 0, 1, 16, 0, pool=1),
+                ),
+                FailsAt(3, _CRASH.format("CacheFullBlocks", "ForeignBlock")),
+            ),
+            (
+                TWO,
+                (GetNewBlocks(1), CachePartialBlock(_REQ, BlockRef(0, 1), 16, 0, 16, pool=1)),
+                FailsAt(2, _DIFFERS.format("CachePartialBlock", "ForeignBlock")),
+            ),
         ),
     ),
     Finding(
@@ -422,7 +681,14 @@ FINDINGS: tuple[Finding, ...] = (
         "error kind differs",
         P1,
         (CacheBlocks((0,), ("a",)),),
-        other_traces=((P1, (EvictBlocks((0,)),)),),
+        FailsAt(1, _DIFFERS.format("CacheBlocks", "NullBlockMisuse")),
+        other_traces=(
+            (
+                P1,
+                (EvictBlocks((0,)),),
+                FailsAt(1, _DIFFERS.format("EvictBlocks", "NullBlockMisuse")),
+            ),
+        ),
     ),
     Finding(
         "already-cached-unchecked",
@@ -433,8 +699,13 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (GetNewBlocks(1), CacheBlocks((1,), ("a",)), CacheBlocks((1,), ("b",))),
+        FailsAt(3, _CRASH.format("CacheBlocks", "AlreadyCached")),
         other_traces=(
-            (P1, (GetNewBlocks(2), CacheBlocks((1,), ("a",)), CacheBlocks((2, 1), ("b", "c")))),
+            (
+                P1,
+                (GetNewBlocks(2), CacheBlocks((1,), ("a",)), CacheBlocks((2, 1), ("b", "c"))),
+                FailsAt(3, _DIFFERS.format("CacheBlocks", "AlreadyCached")),
+            ),
             (
                 P1,
                 (
@@ -442,8 +713,22 @@ FINDINGS: tuple[Finding, ...] = (
                     CacheBlocks((1,), ("a",)),
                     CacheFullBlocks(_REQ, (1,), 0, 1, 16, 0),
                 ),
+                FailsAt(3, _CRASH.format("CacheFullBlocks", "AlreadyCached")),
             ),
-            (P1, (GetNewBlocks(2), CacheBlocks((1, 2), ("a", "b")), MoveBlockHashes(1, 2))),
+            (  # a block of 32 tokens over block 1's key of 16: taken for a promotion
+                P1,
+                (
+                    GetNewBlocks(1),
+                    CacheBlocks((1,), ("a",)),
+                    CacheFullBlocks(_REQ2, (1,), 0, 1, 32, 0),
+                ),
+                FailsAt(3, _DIFFERS.format("CacheFullBlocks", "AlreadyCached")),
+            ),
+            (
+                P1,
+                (GetNewBlocks(2), CacheBlocks((1, 2), ("a", "b")), MoveBlockHashes(1, 2)),
+                FailsAt(3, _CRASH.format("MoveBlockHashes", "AlreadyCached")),
+            ),
         ),
     ),
     Finding(
@@ -453,6 +738,7 @@ FINDINGS: tuple[Finding, ...] = (
         "target crashed",
         P1,
         (FreeBlocks(("x",)),),
+        FailsAt(1, _CRASH.format("FreeBlocks", "InvalidArgument")),
     ),
 )
 
@@ -472,10 +758,17 @@ def by_name(name: str) -> Finding:
     raise LookupError(name)
 
 
+def trace_file(name: str, i: int = 0) -> str:
+    """The file name of an erratum's ``i``-th trace (0: its own, then its other traces)."""
+    return f"{name}.json" if i == 0 else f"{name}.{i}.json"
+
+
 def write(where: str | Path) -> list[Path]:
+    """Every trace of every erratum, each with where vLLM 0.33.0 fails it (``violation``)."""
     out = []
     for f in FINDINGS:
-        out.append(f.trace().save(Path(where) / f"{f.name}.json"))
+        for i, saved in enumerate(f.traces()):
+            out.append(saved.save(Path(where) / trace_file(f.name, i)))
     return out
 
 

@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 VERIFY_STAMP := $(VENV)/.verify-stamp
 
-.PHONY: help install test verify lint format clean bench
+.PHONY: help install test test-deep verify lint format clean bench
 
 help:  ## this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## (.*)/\1\t\2/' \
@@ -40,6 +40,9 @@ bench: $(BENCH_STAMP)  ## every benchmark; rewrites docs/benchmarks.md and its p
 
 test: $(STAMP)  ## the test suite (what CI runs)
 	$(BIN)/python -m pytest -n auto --dist loadfile  # a docs page's examples share one namespace
+
+test-deep: $(STAMP)  ## the test suite with the slow tests make test skips (KVPOOL_DEEP=1: tens of CPU s each)
+	KVPOOL_DEEP=1 $(BIN)/python -m pytest -n auto --dist loadfile
 
 verify: $(VERIFY_STAMP)  ## the main job: every check, then the matrix of what was proved, checked and found
 	$(BIN)/python -m kvpool.verify $(VERIFY_ARGS)

@@ -138,6 +138,7 @@ def test_allow_names_an_erratum_or_a_rule(name: str) -> None:
     )
 
 
+@pytest.mark.deep
 def test_robust_finds_the_one_watcher_bug_exact_finds() -> None:
     """vLLM's unpin-one-watcher, seeded into kvpool's pool (mutant watcher-only-last):
     ``robust`` reports the valid-use difference ``exact`` reports, not first a refused

@@ -69,7 +69,10 @@ def without_multikey(cls: Any) -> Any:
 
 @pytest.mark.parametrize(
     ("name", "rule"),
-    [("groups-lookup-partial", "result differs: value"), ("move-leaves-source-key", "INV-CACHE")],
+    [
+        ("groups-lookup-partial", "result differs: value"),
+        pytest.param("move-leaves-source-key", "INV-CACHE", marks=pytest.mark.deep),
+    ],
 )
 def test_a_multikey_bug_is_caught_through_the_new_rules_and_was_not_before(
     name: str, rule: str

@@ -107,6 +107,7 @@ def test_the_counting_hypotheses_have_witnesses_and_a_vacuous_one_is_caught() ->
     assert "hypothesis unsat" in bad.replay
 
 
+@pytest.mark.deep
 def test_the_every_n_counts_and_rules_run_after_the_other_every_n_queries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -43,6 +43,7 @@ def test_get_new_blocks_is_proved_on_the_real_source() -> None:
         assert refused or any("ret ends within" in s for s in st)
 
 
+@pytest.mark.deep
 def test_unpin_blocks_is_proved_on_the_real_source() -> None:
     for refused in (False, True):
         st = _statuses("unpin_blocks", None, pyhot.L_UNPIN, refused)
@@ -52,6 +53,7 @@ def test_unpin_blocks_is_proved_on_the_real_source() -> None:
         assert any("pending ends within 3 iterations" in s for s in st)
 
 
+@pytest.mark.deep
 def test_free_blocks_is_proved_on_the_real_source_at_one_entry_and_refusals_at_two() -> None:
     st = _statuses("free_blocks", None, 1)
     assert st and set(st.values()) == {"proved"}, st

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import z3  # type: ignore[import-untyped]
 
 from kvpool.proofs import symlists
@@ -165,6 +166,7 @@ def test_the_dashboard_says_sorts_only_where_a_sorted_row_proved_it() -> None:
     assert cells["INV-REF"].status == "failed"
 
 
+@pytest.mark.deep
 def test_the_ordering_rules_with_sorts_and_their_mutants_replayed() -> None:
     from kvpool.proofs import symsorts
 

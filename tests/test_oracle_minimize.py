@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from kvpool import mutants
 from kvpool.impl import BlockPool
 from kvpool.oracle.conformance import conform
@@ -50,6 +52,7 @@ def test_a_trace_that_does_not_fail_is_left_alone() -> None:
     assert delete_steps(fine, target) == fine
 
 
+@pytest.mark.deep
 def test_conform_reports_the_shortened_trace() -> None:
     m = mutants.get("cross-pool-freed-here")
     target = as_target(m.pool_class())

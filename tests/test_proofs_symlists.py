@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 import z3  # type: ignore[import-untyped]
 
 from kvpool.proofs import props, symlists
@@ -94,6 +95,7 @@ def test_insertion_at_0_and_at_l_are_the_model_s_prepend_and_append() -> None:
     )
 
 
+@pytest.mark.deep
 def test_witnesses_decode_and_a_vacuous_hypothesis_fails_the_row() -> None:
     row = symlists.witness_row()
     assert row["status"] == "witnessed", row["replay"]

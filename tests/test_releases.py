@@ -211,6 +211,7 @@ def test_matrix_pages_group_releases_and_link_each_finding() -> None:
     assert splice(errata, render_errata(rows[:1], ["safety"])).count("matrix:begin") == 1
 
 
+@pytest.mark.deep
 def test_kvpool_own_pool_is_driven_by_the_vllm_path_like_vllm() -> None:
     """One path for vLLM-API pools: kvpool.impl.BlockPool, with vLLM 0.33.0's API, through
     the same adapter and probe as a release conforms; a catalogue mutant of it does not."""

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import z3  # type: ignore[import-untyped]
 
 from . import smtlib
-from .model import constants
+from .model import constants, subterms
 
 Atoms = Callable[[Callable[[str], z3.ExprRef]], list[z3.BoolRef]]
 
@@ -98,22 +98,14 @@ def ite_atoms(goal: z3.BoolRef, limit: int = ITE_ATOMS) -> list[z3.BoolRef]:
     else b``), the goal has ``select(ite(c, A, B), i)`` under a quantifier, which cvc5
     1.4.2 left unknown (``get_new_blocks``' post at L = 3) and settles once c is fixed."""
     found: dict[int, z3.BoolRef] = {}
-    seen: set[int] = set()
     loose: dict[tuple[int, int], bool] = {}
-    todo: list[z3.ExprRef] = [goal]
-    while todo and len(found) < limit:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_quantifier(e):
-            todo.append(e.body())
-            continue
+    for e in subterms([goal], left_first=True):
+        if len(found) >= limit:
+            break
         if z3.is_app_of(e, z3.Z3_OP_ITE) and not z3.is_bool(e):
             c = e.arg(0)
             if not smtlib._has_loose_var(c, 0, loose):
                 found.setdefault(c.get_id(), c)
-        todo.extend(reversed(e.children()))
     return list(found.values())
 
 

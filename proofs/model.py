@@ -1386,22 +1386,10 @@ def _scratch(text: str) -> z3.Context:
 def _decls(exprs: Sequence[z3.ExprRef], wanted: dict[str, str]) -> dict[str, Any]:
     """The uninterpreted declarations of ``exprs`` whose names are in ``wanted``."""
     out: dict[str, Any] = {}
-    seen: set[int] = set()
-    todo: list[Any] = list(exprs)
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_quantifier(e):
-            todo.append(e.body())
-            continue
-        if not z3.is_app(e):
-            continue
+    for e in subterms(exprs):
         d = e.decl()
         if d.kind() == z3.Z3_OP_UNINTERPRETED and d.name() in wanted:
             out[d.name()] = d
-        todo.extend(e.children())
     return out
 
 
@@ -1473,24 +1461,10 @@ def isolated_check(
     (:class:`RenamedModel`), for the callers' decoders. ``seed`` is z3's random seed: an
     obligation whose answer changes with it is fragile (:func:`robust_check` asks again).
     """
-    exprs = [*hyp, z3.Not(goal)]
-    iso = isolate(exprs)
-    sol = z3.Solver(ctx=iso.ctx)
-    sol.set("timeout", timeout_ms)
-    sol.set("random_seed", seed)
-    for a in iso.exprs:
-        sol.add(a)
-    t0 = time.perf_counter()
-    res = sol.check()
-    dt = time.perf_counter() - t0
-    if res == z3.unsat:
-        _record(hyp, goal, "proved")
-        return "proved", dt, None
-    if res == z3.sat:
-        _record(hyp, goal, "refuted")
-        return "refuted", dt, _model_back(sol, exprs, iso.names)
-    _record(hyp, goal, "unknown")
-    return "unknown", dt, None
+    res, dt, model = isolated_model([*hyp, z3.Not(goal)], timeout_ms, seed)
+    status = {"unsat": "proved", "sat": "refuted"}.get(res, "unknown")
+    _record(hyp, goal, status)
+    return status, dt, model
 
 
 def isolated_model(
@@ -1630,9 +1604,19 @@ def goals_status(goals: Sequence[Any]) -> tuple[str, list[Any]]:
 
 def constants(exprs: Sequence[z3.ExprRef]) -> dict[str, z3.ExprRef]:
     """The uninterpreted constants of ``exprs`` (quantified bodies included), by name."""
-    out: dict[str, z3.ExprRef] = {}
+    return {
+        str(e): e
+        for e in subterms(exprs)
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED
+    }
+
+
+def subterms(exprs: Sequence[z3.ExprRef], left_first: bool = False) -> Iterator[z3.ExprRef]:
+    """Each distinct application in ``exprs`` once (a quantifier's body walked, bound
+    variables skipped), depth first; ``left_first``: the leftmost argument's terms first
+    (the order a reader meets them), else the rightmost's."""
     seen: set[int] = set()
-    todo: list[z3.ExprRef] = list(exprs)
+    todo: list[z3.ExprRef] = list(reversed(exprs)) if left_first else list(exprs)
     while todo:
         e = todo.pop()
         if e.get_id() in seen:
@@ -1640,8 +1624,6 @@ def constants(exprs: Sequence[z3.ExprRef]) -> dict[str, z3.ExprRef]:
         seen.add(e.get_id())
         if z3.is_quantifier(e):
             todo.append(e.body())
-        elif z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out[str(e)] = e
         elif z3.is_app(e):
-            todo.extend(e.children())
-    return out
+            yield e
+            todo.extend(reversed(e.children()) if left_first else e.children())

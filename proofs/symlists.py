@@ -600,26 +600,33 @@ def agreement_goals(
         hyp = [d.N >= 1, a.kind == OPK[op], a.m >= 0, a.m <= n, a.km >= 0, a.km <= n, *same]
         hyp += [domain(cfg, a, iv(j)) for j in range(n)]
         hyp += props.strong(cfg, s).values()
-        i = z3.Int("qi")
-        fields_ = [
-            d.eq(t.ref, tm.ref),
-            d.eq(t.key, tm.key),
-            d.eq(t.reg, tm.reg),
-            d.eq(t.fb, tm.fb),
-            t.L == tm.L,
-            t.nev == tm.nev,
-            *[d.eq(x, y) for x, y in zip(t.idx, tm.idx, strict=True)],
-            *[d.eq(x, y) for x, y in zip(t.pend, tm.pend, strict=True)],
-            *[x == y for x, y in zip(t.view, tm.view, strict=True)],
-            z3.ForAll(
-                [i], z3.Implies(z3.And(i >= 0, i < t.L), z3.Select(t.q, i) == z3.Select(tm.q, i))
-            ),
-        ]
+        fields_ = same_state(d, t, tm)
         goal = z3.And(ok == (rm.err == 0), z3.Implies(ok, z3.And(fields_)))
         with named(f"symlists: loop == model.py / {op} / lists <= {n}"):
             status, dt, m = isolated_check(hyp, goal, timeout_ms)
         out.append(Goal("agreement", op, f"lists <= {n}", status, dt, m, (cfg, s, a)))
     return out
+
+
+def same_state(d: Any, t: Any, tm: Any) -> list[z3.BoolRef]:
+    """Field by field, the loop's post-state ``t`` equals model.py's ``tm`` (over the
+    domain ``d``): ref counts, keys, registrations, free links, the queue (its length and
+    each position below it), the event count, the index, pending watchers and the view."""
+    i = z3.Int("qi")
+    return [
+        d.eq(t.ref, tm.ref),
+        d.eq(t.key, tm.key),
+        d.eq(t.reg, tm.reg),
+        d.eq(t.fb, tm.fb),
+        t.L == tm.L,
+        t.nev == tm.nev,
+        *[d.eq(x, y) for x, y in zip(t.idx, tm.idx, strict=True)],
+        *[d.eq(x, y) for x, y in zip(t.pend, tm.pend, strict=True)],
+        *[x == y for x, y in zip(t.view, tm.view, strict=True)],
+        z3.ForAll(
+            [i], z3.Implies(z3.And(i >= 0, i < t.L), z3.Select(t.q, i) == z3.Select(tm.q, i))
+        ),
+    ]
 
 
 def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:

@@ -70,7 +70,6 @@ import z3  # type: ignore[import-untyped]
 from kvpool.spec import (
     Op,
     World,
-    check_pool,
 )
 
 from . import props
@@ -101,8 +100,9 @@ from .symlists import (
     fresh_largs,
     guard,
     loop_facts,
+    same_state,
 )
-from .twopool import _UNCHANGED_BY_FREE, _fields_eq
+from .twopool import _UNCHANGED_BY_FREE, _fields_eq, world_trace, world_violations
 
 I = z3.IntSort()  # noqa: E741
 POOLS = 2
@@ -881,14 +881,8 @@ def confirm(m: z3.ModelRef, good: World2, bad: World2, n: int = UNROLL) -> tuple
     liveness), and the buggy one must not."""
     pre = decode(m, good)
     call = decode_call(m, good)
-    trace = [
-        "world: "
-        + " | ".join(
-            f"{'' if pre.alive[p] else '(gone) '}{ps.describe()}" for p, ps in enumerate(pre.pools)
-        ),
-        repr(call),
-    ]
-    broken = [v for p, ps in enumerate(pre.pools) for v in check_pool(ps, p)]
+    trace = world_trace(pre, call)
+    broken = world_violations(pre)
     if broken:
         return trace, f"decoded world already violates: {broken[0]}"
     spec = pre.copy()
@@ -1101,13 +1095,13 @@ def witness_row(
         if all(z3.is_true(m.eval(x, model_completion=True)) for x in pins):
             pinned += 1
         pre = decode(m, wd)
-        broken = [v for p, ps in enumerate(pre.pools) for v in check_pool(ps, p)]
+        broken = world_violations(pre)
         if broken:
             problems.append(f"{where}: decoded world breaks {broken[0]}")
             continue
         call = decode_call(m, wd)
         pre.apply(call)
-        broken = [v for p, ps in enumerate(pre.pools) for v in check_pool(ps, p)]
+        broken = world_violations(pre)
         if broken:
             problems.append(f"{where}: {call!r} on the spec breaks {broken[0]}")
     return dict(
@@ -1187,25 +1181,7 @@ def agreement_goals(
             hyp += _sizes(wd, sizes) if sizes is not None else []
             fields_ = []
             for p, cfg in enumerate(wd.cfgs):
-                d, t, tm = cfg.dom, post[p], st.t.s[p]
-                i = z3.Int("qi")
-                fields_ += [
-                    d.eq(t.ref, tm.ref),
-                    d.eq(t.key, tm.key),
-                    d.eq(t.reg, tm.reg),
-                    d.eq(t.fb, tm.fb),
-                    t.L == tm.L,
-                    t.nev == tm.nev,
-                    *[d.eq(x, y) for x, y in zip(t.idx, tm.idx, strict=True)],
-                    *[d.eq(x, y) for x, y in zip(t.pend, tm.pend, strict=True)],
-                    *[x == y for x, y in zip(t.view, tm.view, strict=True)],
-                    z3.ForAll(
-                        [i],
-                        z3.Implies(
-                            z3.And(i >= 0, i < t.L), z3.Select(t.q, i) == z3.Select(tm.q, i)
-                        ),
-                    ),
-                ]
+                fields_ += same_state(cfg.dom, post[p], st.t.s[p])
             # (asked conjunct by conjunct: as one query free_blocks' was unknown at 30 s)
             parts = [ok == (st.r.err == 0), *(z3.Implies(ok, f) for f in fields_)]
             total, status, m = 0.0, "proved", None

@@ -383,6 +383,26 @@ _UNCHANGED_BY_FREE = (
 )
 
 
+def world_violations(world: World, invariant: str | None = None) -> list[Any]:
+    """What ``check_pool`` finds in each pool of ``world`` (only ``invariant``'s, if
+    given), pool by pool."""
+    return [
+        v
+        for p, ps in enumerate(world.pools)
+        for v in check_pool(ps, p)
+        if invariant is None or v.invariant == invariant
+    ]
+
+
+def world_trace(world: World, call: Any) -> list[str]:
+    """A decoded two-pool counterexample as a row's trace: each pool (a gone one marked),
+    then the call."""
+    pools = " | ".join(
+        f"{'' if world.alive[p] else '(gone) '}{ps.describe()}" for p, ps in enumerate(world.pools)
+    )
+    return [f"world: {pools}", repr(call)]
+
+
 def _fields_eq(d: Any, s: State, t: State, names: tuple[str, ...]) -> Any:
     c = []
     for f in names:
@@ -907,14 +927,7 @@ def induction_mutant_rows(ns: tuple[int, int], timeout_ms: int) -> list[dict[str
             if hit is not None:
                 world = decode_world(hit.model, st.c2, st.w)
                 call = to_op2(read_args2(hit.model, st.a2))
-                row["trace"] = [
-                    "world: "
-                    + " | ".join(
-                        f"{'' if world.alive[p] else '(gone) '}{ps.describe()}"
-                        for p, ps in enumerate(world.pools)
-                    ),
-                    repr(call),
-                ]
+                row["trace"] = world_trace(world, call)
                 row["replay"] = _replay(bug, world, ob, [call])
                 row["status"] = (
                     "expected-refuted" if row["replay"].startswith("confirmed") else "NOT-confirmed"
@@ -983,12 +996,7 @@ def _replay(bug: str, world: World, obligation: str, trace: list[Op]) -> str:
         was_alive = list(buggy.alive)
         out = buggy.apply(op)
         if obligation in INVARIANTS:
-            bad = [
-                v
-                for p, ps in enumerate(buggy.pools)
-                for v in check_pool(ps, p)
-                if v.invariant == obligation
-            ]
+            bad = world_violations(buggy, obligation)
             if bad:
                 return f"confirmed at step {i + 1}: {op!r} leaves {bad[0]}"
             good.apply(op)

@@ -79,7 +79,7 @@ from .model import (
     transition,
 )
 from .trace import ConcreteArgs, decode_state
-from .twopool import OPK2, OPS2, POOLS, Step2, World2, _of
+from .twopool import OPK2, OPS2, POOLS, Step2, World2, _of, world_trace, world_violations
 
 GAPS: dict[str, str] = {
     "INV-CONSERVE": "each pool's count of free + in-use blocks (ghost sum C, per pool): "
@@ -481,14 +481,8 @@ def confirm(ob_name: str, m: z3.ModelRef, good: Step2, bad: Step2) -> tuple[list
     step and the spec parting (error, a pool's state, which pools are live)."""
     pre = decode_world(m, good)
     call = _call(m, good)
-    trace = [
-        "world: "
-        + " | ".join(
-            f"{'' if pre.alive[p] else '(gone) '}{ps.describe()}" for p, ps in enumerate(pre.pools)
-        ),
-        repr(call),
-    ]
-    pre_bad = [v for p, ps in enumerate(pre.pools) for v in check_pool(ps, p)]
+    trace = world_trace(pre, call)
+    pre_bad = world_violations(pre)
     if pre_bad:
         return trace, f"decoded world already violates: {pre_bad[0]}"
     spec = pre.copy()
@@ -498,12 +492,7 @@ def confirm(ob_name: str, m: z3.ModelRef, good: Step2, bad: Step2) -> tuple[list
         return trace, "NOT confirmed: the correct encoding and the spec disagree on this step"
     after = decode_world(m, bad, post=True)
     if ob_name in PARTS:
-        hits = [
-            v
-            for p, ps in enumerate(after.pools)
-            for v in check_pool(ps, p)
-            if v.invariant == ob_name
-        ]
+        hits = world_violations(after, ob_name)
         if hits:
             return trace, f"confirmed: the buggy step leaves {hits[0]}"
         return trace, "NOT confirmed by replay"
@@ -703,7 +692,7 @@ def witness_row(
             problems.append(f"{where}: hypothesis {status} on each of {len(pool)} worlds")
             continue
         pre = decode_world(m, st)
-        bad = [v for p, ps in enumerate(pre.pools) for v in check_pool(ps, p)]
+        bad = world_violations(pre)
         if bad:
             problems.append(f"{where}: decoded world breaks {bad[0]}")
             continue
@@ -712,7 +701,7 @@ def witness_row(
             continue
         call = _call(m, st)
         pre.apply(call)
-        bad = [v for p, ps in enumerate(pre.pools) for v in check_pool(ps, p)]
+        bad = world_violations(pre)
         if bad:
             problems.append(f"{where}: {call!r} on the spec breaks {bad[0]}")
     return dict(

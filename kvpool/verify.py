@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -417,6 +418,43 @@ def two_every_note(done: list[tuple[str, bool]]) -> str:
     )
 
 
+PROOF_ROWS: list[dict[str, Any]] = []
+"""The last run's proof rows, one per obligation (or mutant, or solver re-check), as
+:func:`proof_checks` saw them: what ``--json`` writes under ``"obligations"`` and
+``--obligations`` writes as a table."""
+
+
+def obligation_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: every proof row of a run, grouped by technique, with its bounds, its status
+    and its seconds (wall clock, in its part: the solver's time with the encoding's), and
+    per technique the count of rows and their total seconds. Rows are in the run's order."""
+    by_technique: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_technique.setdefault(str(r["technique"]), []).append(r)
+
+    def cell(text: object) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    out = [
+        "| technique | obligation | bounds | status | seconds |",
+        "| --- | --- | --- | --- | ---: |",
+    ]
+    head = ["| technique | rows | statuses | seconds |", "| --- | ---: | --- | ---: |"]
+    totals = []
+    for technique, rs in by_technique.items():
+        for r in rs:
+            out.append(
+                f"| {cell(technique)} | {cell(r['obligation'])} | {cell(r['bounds'])} "
+                f"| {cell(r['status'])} | {float(r['seconds']):.2f} |"
+            )
+        totals.append(
+            f"| {cell(technique)} | {len(rs)} | "
+            + ", ".join(f"{n} {s}" for s, n in sorted(Counter(r["status"] for r in rs).items()))
+            + f" | {sum(float(r['seconds']) for r in rs):.1f} |"
+        )
+    return "\n".join([*out, "", "Per technique:", "", *head, *totals]) + "\n"
+
+
 def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     """The proofs runner's rows as checks: one per technique, and the extras
     (differential, witnesses, second solver) that fill no column."""
@@ -425,6 +463,8 @@ def proof_checks(rows: list[ObligationResult]) -> list[Check]:
     from kvpool.proofs.eventseq import SEQ_MUTANTS
     from kvpool.proofs.symlists import EVERY_LIST, NO_LIST_RULES
     from kvpool.proofs.symsorts import SORTS_MARK
+
+    PROOF_ROWS[:] = [r.as_dict() for r in rows]
 
     checks: dict[str, Check] = {}
     for technique in (
@@ -1376,6 +1416,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=["fast", "full"], default="full")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     parser.add_argument(
+        "--obligations",
+        type=Path,
+        metavar="FILE",
+        help="write every proof row (technique, obligation, bounds, status, seconds) as a "
+        "Markdown table",
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=os.cpu_count() or 1,
@@ -1412,10 +1459,13 @@ def main(argv: list[str] | None = None) -> int:
                     "failures": bad,
                     "checks": [asdict(c) for c in checks],
                     "parts": _TIMINGS,
+                    "obligations": PROOF_ROWS,
                 },
                 indent=2,
             )
         )
+    if args.obligations:
+        args.obligations.write_text(obligation_table(PROOF_ROWS), encoding="utf-8")
     if bad:
         console.print(f"[bold red]{len(bad)} failure(s)[/] in {elapsed:.0f}s:")
         for line in bad:

@@ -255,7 +255,7 @@ PROOF_COSTS: dict[str, float] = {
     "fixedn": 160.0,
     "refinement": 50.0,
     "source": 130.0,
-    "spacer": 120.0,
+    "spacer": 20.0,  # make verify's: N=3 and 4 and two mutants, ~16 CPU s
     "twopool": 20.0,
     "multikey": 30.0,
     "symlists": 60.0,

@@ -95,7 +95,6 @@ from .model import (
     args_domain,
     fresh_args,
     fresh_state,
-    goals_status,
     in_queue,
     initial,
     int_sort,
@@ -103,8 +102,10 @@ from .model import (
     isolated_checks,
     isolated_model,
     iv,
+    ladder,
     merge,
     mkint,
+    name_rows,
     op_cache_blocks,
     op_evict_blocks,
     op_free_blocks,
@@ -1705,32 +1706,28 @@ def rows(ns: tuple[int, ...], timeout_ms: int = 120000) -> list[dict[str, Any]]:
     witnesses (``runner.ObligationResult(**row)`` rows)."""
     out: list[dict[str, Any]] = []
     for n in ns:
-        inits = {g.name: g for g in init_goals(n)}
+        inits = init_goals(n)
         st = build(n)
-        by: dict[str, list[Goal]] = {}
-        for g in step_goals(st, timeout_ms=timeout_ms):
-            by.setdefault(g.name, []).append(g)
-        by["INV-WATCH"] = [lemma_goal(st)]
-        for name in (*STATE_OBLIGATIONS, *STEP_RULES):
-            gs = ([inits[name]] if name in inits else []) + by.get(name, [])
-            status, bad = goals_status(gs)
-            how = (
-                "lemma from WATCH-PER-BLOCK"
-                if name == "INV-WATCH"
-                else f"{len(by.get(name, []))} cases"
-            )
-            out.append(
-                dict(
-                    obligation=f"{name} (multi-key)",
-                    kind="fixed-N",
-                    technique=TECHNIQUE,
-                    invariants=(ROW_OF.get(name, name),),
-                    bounds=f"{bounds(n)} ({how})",
-                    status=status,
-                    seconds=sum(g.seconds for g in gs),
-                    replay="; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad[:3]),
-                )
-            )
+        # INV-WATCH's step: its lemma (from WATCH-PER-BLOCK), not its cases
+        steps = [g for g in step_goals(st, timeout_ms=timeout_ms) if g.name != "INV-WATCH"]
+        gs = [*inits, *steps, lemma_goal(st)]
+
+        def how(name: str, mine: list[Goal], n: int = n) -> str:
+            if name == "INV-WATCH":
+                return f"{bounds(n)} (lemma from WATCH-PER-BLOCK)"
+            return f"{bounds(n)} ({sum(1 for g in mine if g.kind != 'init')} cases)"
+
+        out += name_rows(
+            gs,
+            (*STATE_OBLIGATIONS, *STEP_RULES),
+            lambda name: f"{name} (multi-key)",
+            how,
+            lambda name: (ROW_OF.get(name, name),),
+            lambda g: f"{g.kind} {g.op} ({g.status})",
+            most=3,
+            kind="fixed-N",
+            technique=TECHNIQUE,
+        )
         t1 = time.perf_counter()
         ws = witness_goals(st)
         problems = [
@@ -1943,18 +1940,19 @@ def every_n_refutes(bug: str, timeout_ms: int = 3000, seeds: int = 5) -> tuple[s
     ten times ``timeout_ms``: z3's timeout is wall-clock time, and on a loaded machine
     the first answer the quiet machine gets in a second can take longer than 3.)"""
     ob, op = MUTANTS[bug][0], MUTANT_OP[bug]
-    status, seconds = "unknown", 0.0
-    for seed in range(seeds):
-        budget = min(timeout_ms << seed, 10 * timeout_ms)
+
+    def ask(limit: int, seed: int) -> tuple[str, float]:
         (g,) = [
             g
-            for g in every_n_goals(frozenset([bug]), (op,), budget, (ob,), seed)
+            for g in every_n_goals(frozenset([bug]), (op,), limit, (ob,), seed)
             if g.kind == "step"
         ]
-        status, seconds = g.status, seconds + g.seconds
-        if status != "unknown":
-            break
-    return status, seconds
+        return g.status, g.seconds
+
+    answers, seconds = ladder(
+        ask, lambda status: status != "unknown", timeout_ms, seeds, cap_ms=10 * timeout_ms
+    )
+    return answers[-1], seconds
 
 
 def every_n_witnesses(timeout_ms: int = 30000) -> list[tuple[str, str, str]]:

@@ -1787,6 +1787,40 @@ def replay_ladder(
     return (judged[-1] if judged else None), tries[-1], dt
 
 
+def blank_mutant_row(
+    obligation: str,
+    invariants: tuple[str, ...],
+    bounds: str,
+    status: str = "unknown",
+    replay: str = "",
+) -> dict[str, Any]:
+    """A mutant's row (``runner.ObligationResult(**row)``), before anything is asked: no
+    seconds, no trace."""
+    return dict(
+        obligation=obligation,
+        kind="mutant",
+        technique="z3 induction",
+        invariants=invariants,
+        bounds=bounds,
+        status=status,
+        seconds=0.0,
+        trace=[],
+        replay=replay,
+    )
+
+
+def judged_row(row: dict[str, Any], hit: Replayed | None, prefix: str = "") -> bool:
+    """A mutant's ``row`` from the counterexample :func:`replay_ladder` judged last: its
+    trace, "expected-refuted" if its replay confirmed it (else "NOT-confirmed"), and as
+    the replay ``prefix`` and the verdict. False, and the row left as it is: none was."""
+    if hit is None:
+        return False
+    row["trace"] = hit.trace
+    row["status"] = "expected-refuted" if hit.confirmed else "NOT-confirmed"
+    row["replay"] = prefix + hit.verdict
+    return True
+
+
 def constants(exprs: Sequence[z3.ExprRef]) -> dict[str, z3.ExprRef]:
     """The uninterpreted constants of ``exprs`` (quantified bodies included), by name."""
     return {

@@ -50,6 +50,7 @@ not refuted by it either (:func:`goals` with ``max_m=2``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -65,6 +66,7 @@ from .model import (
     _pending_any,
     all_proved,
     any_refuted,
+    blank_mutant_row,
     drop_key,
     fresh_args,
     fresh_state,
@@ -74,6 +76,7 @@ from .model import (
     hypothesis_model,
     isolated_check,
     iv,
+    judged_row,
     merge,
     name_rows,
     named,
@@ -1084,39 +1087,22 @@ def watch_mutant_row(timeout_ms: int = 30000) -> dict[str, Any]:
     """The WATCH-FIRE mutant: its loop step refuted, and its unrolled counterexample's
     call, on the buggy spec, leaves a watcher no longer pending that did not fire."""
     bugs = frozenset([WATCH_MUTANT])
-    row: dict[str, Any] = dict(
-        obligation=f"S and T => WATCH-FIRE, list loop [{WATCH_MUTANT}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=("WATCH-FIRE",),
-        bounds=BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
+    row = blank_mutant_row(
+        f"S and T => WATCH-FIRE, list loop [{WATCH_MUTANT}]", ("WATCH-FIRE",), BOUNDS
     )
-    step, dt = goals_ladder(
+    step = refuted_step(
+        row,
         lambda limit, seed: watch_goals(("UnpinBlocks",), ("loop step",), bugs, limit, True, seed),
-        any_refuted,
         timeout_ms,
         3,
-        cap_ms=timeout_ms,
     )
-    row["seconds"] += dt
-    if not any_refuted(step):
-        row["status"] = "NOT-refuted" if all_proved(step) else "unknown"
+    if step is None:
         return row
     hit, _last, dt = replay_ladder(
         lambda limit, seed: unrolled_watch_goal(bugs, limit, seed), _replay_watch, timeout_ms, 3
     )
     row["seconds"] += dt
-    if hit is not None:
-        row["trace"] = hit.trace
-        if hit.confirmed:
-            row["status"] = "expected-refuted"
-            row["replay"] = f"loop step refuted; unrolled: {hit.verdict}"
-        else:
-            row["status"], row["replay"] = "NOT-confirmed", hit.verdict
+    judged_row(row, hit, "loop step refuted; unrolled: ")
     return row
 
 
@@ -1261,55 +1247,33 @@ def atomic_mutant_row(timeout_ms: int = 30000) -> dict[str, Any]:
     lists of <= 2 (the bounded lists cannot see it), and its unrolled counterexample's
     call, on the buggy spec, refused with the pool's state changed."""
     bugs = frozenset([ATOMIC_MUTANT])
-    row: dict[str, Any] = dict(
-        obligation=f"S and T => ERR-ATOMIC, list loop [{ATOMIC_MUTANT}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=("ERR-ATOMIC",),
-        bounds=BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
+    row = blank_mutant_row(
+        f"S and T => ERR-ATOMIC, list loop [{ATOMIC_MUTANT}]", ("ERR-ATOMIC",), BOUNDS
     )
     ops, cases = ("FreeBlocks",), ("loop step",)
-    step, dt = goals_ladder(
+    step = refuted_step(
+        row,
         lambda limit, seed: atomic_goals(ops, cases, bugs, limit, True, seed=seed),
-        any_refuted,
         timeout_ms,
         3,
-        cap_ms=timeout_ms,
     )
-    row["seconds"] += dt
-    if not any_refuted(step):
-        row["status"] = "NOT-refuted" if all_proved(step) else "unknown"
+    if step is None:
         return row
-    mdl, j = step[-1].model, step[-1].ctx[3]
-    notes = [f"loop step refuted at entry j={mdl.eval(j, model_completion=True) if mdl else '?'}"]
-    short, dt = goals_ladder(
+    notes = [f"loop step refuted at entry j={_entry(step)}"]
+    if not short_proved(
+        row,
         lambda limit, seed: atomic_goals(ops, cases, bugs, limit, max_m=2, seed=seed),
-        all_proved,
         timeout_ms,
         3,
-        cap_ms=timeout_ms,
-    )
-    row["seconds"] += dt
-    if not all_proved(short):
-        row["status"] = "NOT-confirmed"
-        row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
+    ):
         return row
     notes.append("with lists <= 2 the step is proved (the bounded lists cannot see it)")
     hit, _last, dt = replay_ladder(
         lambda limit, seed: unrolled_atomic_goal(bugs, limit, seed), _replay_atomic, timeout_ms, 3
     )
     row["seconds"] += dt
-    if hit is None:
+    if not judged_row(row, hit, "; ".join([*notes, "unrolled: "])):
         row["replay"] = "; ".join([*notes, f"no counterexample with <= {UNROLL} entries"])
-    elif hit.confirmed:
-        row["trace"], row["status"] = hit.trace, "expected-refuted"
-        row["replay"] = "; ".join([*notes, f"unrolled: {hit.verdict}"])
-    else:
-        row["trace"], row["status"], row["replay"] = hit.trace, "NOT-confirmed", hit.verdict
     return row
 
 
@@ -1496,6 +1460,49 @@ def witness_row(timeout_ms: int = 20000, n: int = 3) -> dict[str, Any]:
     )
 
 
+def refuted_step(
+    row: dict[str, Any],
+    ask: Callable[[int, int], list[Goal]],
+    timeout_ms: int,
+    seeds: int,
+) -> list[Goal] | None:
+    """A mutant's loop step, ``ask(limit_ms, seed)``, at z3 seeds 0..seeds-1, each with
+    ``timeout_ms``, until one of its goals is refuted: those goals. None when none was,
+    ``row`` then "NOT-refuted" (every goal proved) or "unknown". The seconds go to
+    ``row``."""
+    step, dt = goals_ladder(ask, any_refuted, timeout_ms, seeds, cap_ms=timeout_ms)
+    row["seconds"] += dt
+    if any_refuted(step):
+        return step
+    row["status"] = "NOT-refuted" if all_proved(step) else "unknown"
+    return None
+
+
+def short_proved(
+    row: dict[str, Any],
+    ask: Callable[[int, int], list[Goal]],
+    timeout_ms: int,
+    seeds: int,
+) -> bool:
+    """A long-list mutant's loop step with lists of <= 2 entries, ``ask(limit_ms,
+    seed)``, at z3 seeds 0..seeds-1, each with ``timeout_ms``, until every goal is
+    proved (the bounded lists cannot see the bug): True. False when not, ``row`` then
+    "NOT-confirmed". The seconds go to ``row``."""
+    short, dt = goals_ladder(ask, all_proved, timeout_ms, seeds, cap_ms=timeout_ms)
+    row["seconds"] += dt
+    if all_proved(short):
+        return True
+    row["status"] = "NOT-confirmed"
+    row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
+    return False
+
+
+def _entry(step: list[Goal]) -> Any:
+    """The entry j at which a refuted loop step (its last goal) was refuted."""
+    mdl, j = step[-1].model, step[-1].ctx[3]
+    return mdl.eval(j, model_completion=True) if mdl else "?"
+
+
 def mutant_rows(
     timeout_ms: int = 30000, which: tuple[str, ...] | None = None
 ) -> list[dict[str, Any]]:
@@ -1514,47 +1521,27 @@ def mutant_rows(
 def mutant_row(bug: str, part: str, op: str, timeout_ms: int = 30000) -> dict[str, Any]:
     """One mutant of :func:`mutant_rows`: ``bug`` in ``op``'s loop, breaking ``part``."""
     bugs = frozenset([bug])
-    row: dict[str, Any] = dict(
-        obligation=f"S and T => {part}, list loop"
+    row = blank_mutant_row(
+        f"S and T => {part}, list loop"
         + (" (ghost sums)" if part in COUNT_PARTS else "")
         + f" [{bug}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=(part,) if part in COUNT_PARTS else props.STRONG_PARTS[part],
-        bounds=BOUNDS,
-        status="",
-        seconds=0.0,
-        trace=[],
-        replay="",
+        (part,) if part in COUNT_PARTS else props.STRONG_PARTS[part],
+        BOUNDS,
+        "",
     )
     where = ((part,), (op,), ("loop step",), bugs)
     # (4 seeds: a quick "unknown" on a quantified query may change with it)
-    step, dt = goals_ladder(
-        lambda limit, seed: goals(*where, limit, True, seed=seed),
-        any_refuted,
-        timeout_ms,
-        4,
-        cap_ms=timeout_ms,
+    step = refuted_step(
+        row, lambda limit, seed: goals(*where, limit, True, seed=seed), timeout_ms, 4
     )
-    row["seconds"] += dt
-    if not any_refuted(step):
-        row["status"] = "NOT-refuted" if all_proved(step) else "unknown"
+    if step is None:
         return row
     notes = ["loop step refuted"]
     if bug == LONG_LIST_MUTANT:
-        mdl, j = step[-1].model, step[-1].ctx[3]
-        notes[-1] += f" at entry j={mdl.eval(j, model_completion=True) if mdl else '?'}"
-        short, dt = goals_ladder(
-            lambda limit, seed: goals(*where, limit, max_m=2, seed=seed),
-            all_proved,
-            timeout_ms,
-            4,
-            cap_ms=timeout_ms,
-        )
-        row["seconds"] += dt
-        if not all_proved(short):
-            row["status"] = "NOT-confirmed"
-            row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
+        notes[-1] += f" at entry j={_entry(step)}"
+        if not short_proved(
+            row, lambda limit, seed: goals(*where, limit, max_m=2, seed=seed), timeout_ms, 4
+        ):
             return row
         notes.append("with lists <= 2 the step is proved (the bounded lists cannot see it)")
     target = "PERM" if part in COUNT_PARTS else part
@@ -1565,13 +1552,9 @@ def mutant_row(bug: str, part: str, op: str, timeout_ms: int = 30000) -> dict[st
         3,
     )
     row["seconds"] += dt
-    if hit is None:
+    if not judged_row(row, hit, "; ".join([*notes, ""])):
         row["status"] = "unknown"
         row["replay"] = "; ".join([*notes, f"no counterexample with <= {UNROLL} entries"])
-    else:
-        row["trace"] = hit.trace
-        row["status"] = "expected-refuted" if hit.confirmed else "NOT-confirmed"
-        row["replay"] = "; ".join([*notes, hit.verdict])
     return row
 
 
@@ -1591,31 +1574,37 @@ def rule_mutant_rows(
 
 def rule_mutant_row(bug: str, rule: str, timeout_ms: int = 30000) -> dict[str, Any]:
     """One mutant of :func:`rule_mutant_rows`: ``bug``, breaking ``rule``."""
-    row: dict[str, Any] = dict(
-        obligation=f"S and T => {rule}, its call as a loop [{bug}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=(rule,),
-        bounds=BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay=f"no counterexample with <= {UNROLL} entries",
-    )
-    hit, last, dt = replay_ladder(
+    return unrolled_rule_row(
+        f"S and T => {rule}, its call as a loop [{bug}]",
+        rule,
+        BOUNDS,
         lambda limit, seed: unrolled_rule_goal(rule, frozenset([bug]), limit, UNROLL, seed),
         lambda g: replay_rule(bug, RULE_OPS[rule], g),
         timeout_ms,
-        3,
-        stop_proved=True,
     )
+
+
+def unrolled_rule_row(
+    obligation: str,
+    rule: str,
+    bounds: str,
+    ask: Callable[[int, int], Goal],
+    judge: Callable[[Goal], tuple[list[str], str]],
+    timeout_ms: int,
+) -> dict[str, Any]:
+    """An ordering rule's mutant row: its unrolled goal (``ask(limit_ms, seed)``) at z3
+    seeds 0..2, each with ``timeout_ms``, until a counterexample the replay (``judge``)
+    confirms, or a proof (other seeds cannot refute it): "NOT-refuted", or the last
+    counterexample judged (:func:`model.judged_row`), or "unknown"."""
+    row = blank_mutant_row(
+        obligation, (rule,), bounds, "unknown", f"no counterexample with <= {UNROLL} entries"
+    )
+    hit, last, dt = replay_ladder(ask, judge, timeout_ms, 3, stop_proved=True)
     row["seconds"] += dt
     if last.goal.status == "proved":
         row["status"], row["replay"] = "NOT-refuted", ""
-    elif hit is not None:
-        row["trace"] = hit.trace
-        row["replay"] = f"unrolled to {UNROLL} entries: {hit.verdict}"
-        row["status"] = "expected-refuted" if hit.confirmed else "NOT-confirmed"
+    else:
+        judged_row(row, hit, f"unrolled to {UNROLL} entries: ")
     return row
 
 

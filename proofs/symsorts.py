@@ -79,6 +79,7 @@ from .model import (
     Unbounded,
     all_proved,
     any_refuted,
+    blank_mutant_row,
     cached_block,
     fresh_state,
     goal_row,
@@ -92,7 +93,6 @@ from .model import (
     not_proved_op,
     q_append,
     q_remove,
-    replay_ladder,
     robust_check,
 )
 
@@ -360,27 +360,16 @@ def cached_mutant_row(timeout_ms: int = 30000) -> dict[str, Any]:
     from .mutants import world_class
 
     bugs = frozenset([SCAN_MUTANT])
-    row: dict[str, Any] = dict(
-        obligation=f"RES-CACHED, scan over the blocks [{SCAN_MUTANT}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=("RES-CACHED",),
-        bounds=SORTS_BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
+    row = blank_mutant_row(
+        f"RES-CACHED, scan over the blocks [{SCAN_MUTANT}]", ("RES-CACHED",), SORTS_BOUNDS
     )
-    step, dt = goals_ladder(
+    step = symlists.refuted_step(
+        row,
         lambda limit, seed: cached_goals(("scan step",), bugs, limit, True, seed),
-        any_refuted,
         timeout_ms,
         3,
-        cap_ms=timeout_ms,
     )
-    row["seconds"] += dt
-    if not any_refuted(step):
-        row["status"] = "NOT-refuted" if all_proved(step) else "unknown"
+    if step is None:
         return row
     for n in (3, 4):
         ob = cached_obligations(bugs)[2]  # the scan's exit: P(N) is not assumed here
@@ -682,25 +671,15 @@ def _step_mutant_row(
     rule: str,
     bug: str,
     ask: Callable[[int, int], list[Goal]],
-    short: Callable[[], list[Goal]] | None,
+    short: Callable[[int, int], list[Goal]] | None,
     note: str,
     timeout_ms: int,
 ) -> dict[str, Any]:
     """A mutant whose loop step must be refuted here (``ask(limit_ms, seed)``: asked at z3
     seeds 0..2, each with ``timeout_ms``, until refuted or proved) and, with ``short``,
-    proved with lists of <= 2 entries; its decoded replay is symlists' row of the same
-    mutant (K = W = 2): ``note`` says so."""
-    row: dict[str, Any] = dict(
-        obligation=f"{rule}, keys and watchers as sorts [{bug}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=(rule,),
-        bounds=SORTS_BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
-    )
+    proved with lists of <= 2 entries (asked once: :func:`symlists.short_proved`); its
+    decoded replay is symlists' row of the same mutant (K = W = 2): ``note`` says so."""
+    row = blank_mutant_row(f"{rule}, keys and watchers as sorts [{bug}]", (rule,), SORTS_BOUNDS)
     step, dt = goals_ladder(
         ask, lambda gs: any_refuted(gs) or all_proved(gs), timeout_ms, 3, cap_ms=timeout_ms
     )
@@ -710,14 +689,9 @@ def _step_mutant_row(
     elif all_proved(step):
         row["status"] = "NOT-refuted"
         return row
-    if row["status"] == "expected-refuted" and short is not None:
-        gs = short()
-        row["seconds"] += sum(g.seconds for g in gs)
-        if not all(g.status == "proved" for g in gs):
-            row["status"] = "NOT-confirmed"
-            row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
-        else:
-            row["replay"] += "; with lists <= 2 the step is proved"
+    refuted = row["status"] == "expected-refuted"
+    if refuted and short is not None and symlists.short_proved(row, short, timeout_ms, 1):
+        row["replay"] += "; with lists <= 2 the step is proved"
     return row
 
 
@@ -737,7 +711,9 @@ def mutant_rows(timeout_ms: int = 30000, state: bool = True) -> list[dict[str, A
             lambda limit, seed: atomic_goals(
                 ("FreeBlocks",), ("loop step",), atomic, limit, True, seed=seed
             ),
-            lambda: atomic_goals(("FreeBlocks",), ("loop step",), atomic, timeout_ms, max_m=2),
+            lambda limit, seed: atomic_goals(
+                ("FreeBlocks",), ("loop step",), atomic, limit, max_m=2, seed=seed
+            ),
             replayed,
             timeout_ms,
         ),
@@ -1436,8 +1412,10 @@ def part_mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
         ) -> Any:
             return part_goals((part,), (op,), ("loop step",), b, limit, True, seed=seed)
 
-        def short(part: str = part, op: str = op, b: frozenset[str] = b) -> Any:
-            return part_goals((part,), (op,), ("loop step",), b, timeout_ms, max_m=2)
+        def short(
+            limit: int, seed: int, part: str = part, op: str = op, b: frozenset[str] = b
+        ) -> Any:
+            return part_goals((part,), (op,), ("loop step",), b, limit, max_m=2, seed=seed)
 
         row = _step_mutant_row(
             part, bug, ask, short if bug == symlists.LONG_LIST_MUTANT else None, note, timeout_ms
@@ -1596,35 +1574,14 @@ def rule_mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
 
 def rule_mutant_row(bug: str, rule: str, timeout_ms: int = 30000) -> dict[str, Any]:
     """One mutant of :func:`rule_mutant_rows`: ``bug``, breaking ``rule``."""
-    row: dict[str, Any] = dict(
-        obligation=f"{rule}, keys and watchers as sorts [{bug}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=(rule,),
-        bounds=SORTS_BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay=f"no counterexample with <= {symlists.UNROLL} entries",
-    )
-    hit, last, dt = replay_ladder(
+    return symlists.unrolled_rule_row(
+        f"{rule}, keys and watchers as sorts [{bug}]",
+        rule,
+        SORTS_BOUNDS,
         lambda limit, seed: unrolled_rule_goal(rule, frozenset([bug]), limit, seed),
         lambda g: _replay_rule(bug, symlists.RULE_OPS[rule], g),
         timeout_ms,
-        3,
-        stop_proved=True,
     )
-    row["seconds"] += dt
-    if last.goal.status == "proved":
-        row["status"], row["replay"] = "NOT-refuted", ""
-    elif hit is not None:
-        row["trace"] = hit.trace
-        if hit.confirmed:
-            row["status"] = "expected-refuted"
-            row["replay"] = f"unrolled to {symlists.UNROLL} entries: {hit.verdict}"
-        else:
-            row["status"], row["replay"] = "NOT-confirmed", hit.verdict
-    return row
 
 
 def _replay_rule(bug: str, op: str, g: Goal) -> tuple[list[str], str]:

@@ -79,6 +79,7 @@ from .model import (
     Goal,
     State,
     Unbounded,
+    blank_mutant_row,
     fresh_state,
     hypothesis_model,
     isolated_check,
@@ -898,16 +899,10 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
     satisfy S, a counterexample that the spec confirms (:func:`confirm`)."""
     name, op, _ = BUGS[bug]
     bugs = frozenset([bug])
-    row: dict[str, Any] = dict(
-        obligation=f"T => {name} (two pools, list calls as loops) [{bug}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=(name,),
-        bounds=f"{BOUNDS} (a counterexample unrolled to {UNROLL} entries, N_0, N_1 <= 4)",
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
+    row = blank_mutant_row(
+        f"T => {name} (two pools, list calls as loops) [{bug}]",
+        (name,),
+        f"{BOUNDS} (a counterexample unrolled to {UNROLL} entries, N_0, N_1 <= 4)",
     )
     worlds = reached_worlds()
     steps = [o for o in obligations((name,), bugs, (op,)) if "loop step" in o.case]

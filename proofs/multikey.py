@@ -1945,6 +1945,7 @@ def every_n_refutes(bug: str, timeout_ms: int = 3000, seeds: int = 5) -> tuple[s
     ten times ``timeout_ms``: z3's timeout is wall-clock time, and on a loaded machine
     the first answer the quiet machine gets in a second can take longer than 3.)"""
     ob, op = MUTANTS[bug][0], MUTANT_OP[bug]
+    last: list[Goal] = []  # the last rung's step, alive while the next rung's is built
 
     def ask(limit: int, seed: int) -> tuple[str, float]:
         (g,) = [
@@ -1952,6 +1953,7 @@ def every_n_refutes(bug: str, timeout_ms: int = 3000, seeds: int = 5) -> tuple[s
             for g in every_n_goals(frozenset([bug]), (op,), limit, (ob,), seed)
             if g.kind == "step"
         ]
+        last[:] = [g]
         return g.status, g.seconds
 
     answers, seconds = ladder(

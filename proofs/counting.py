@@ -55,6 +55,7 @@ from .model import (
     OPK,
     OPS,
     Config,
+    Goal,
     State,
     Unbounded,
     args_domain,
@@ -79,16 +80,6 @@ class Ghost:
     P: Any  # prefix sums of the pending watchers, over 0..N
     registered: Any
     fired: Any
-
-
-@dataclass
-class Goal:
-    name: str  # "INV-CONSERVE" or "INV-WATCH"
-    case: str  # "init", a call kind, "loop init", "loop step", "loop exit"
-    status: str
-    seconds: float
-    model: z3.ModelRef | None = None
-    ctx: Any = None
 
 
 def rec(d: Any, A: Any, f: Fn, lo: Any, hi: Any) -> z3.BoolRef:

@@ -36,7 +36,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import z3  # type: ignore[import-untyped]
 
@@ -1490,7 +1490,53 @@ def isolated_model(
 
 
 LADDER_SEEDS = 3
-""":func:`robust_check` asks an obligation at z3 seeds 0..LADDER_SEEDS-1 at most."""
+""":func:`ladder` asks at z3 seeds 0..LADDER_SEEDS-1 at most (:func:`robust_check`'s default)."""
+
+A = TypeVar("A")
+
+
+def ladder(
+    ask: Callable[[int, int], tuple[A, float]],
+    until: Callable[[A], bool],
+    budget_ms: int,
+    seeds: int = LADDER_SEEDS,
+    first_seed: int = 0,
+    cap_ms: int | None = None,
+    total_ms: int | None = None,
+) -> tuple[list[A], float]:
+    """``ask(limit_ms, seed)`` (an answer and its seconds) asked up a ladder: z3 seed
+    ``first_seed`` with a time limit of ``budget_ms``, then the next seed with twice the
+    time (at most ``cap_ms``: ``cap_ms=budget_ms`` keeps every rung at ``budget_ms``), and
+    so on for ``seeds`` rungs, until ``until`` accepts an answer, or until the rungs asked
+    have taken ``total_ms`` (the last rung's limit is what is left of it). Every answer, in
+    the order asked (the last is the accepted one, if one was), and the seconds of all.
+
+    The one place that asks again. Each z3 answer depends on the obligation alone
+    (:func:`isolate`), so what is left to vary is z3's seed (a quantified query's
+    "unknown" may change with it; so may which model a satisfiable one gets) and the
+    wall-clock limit under load: the seeds and the doubling absorb those. A caller states
+    its query (``ask``: one obligation, a sweep of pool sizes, a list of goals) and what
+    it accepts (``until``: an answer that is not "unknown", a refutation whose
+    counterexample the spec confirms)."""
+    if seeds < 1 or budget_ms < 1:
+        raise ValueError("ladder: seeds and budget_ms must be >= 1")
+    answers: list[A] = []
+    total = 0.0
+    for k in range(seeds):
+        limit = budget_ms << k
+        if cap_ms is not None:
+            limit = min(limit, cap_ms)
+        if total_ms is not None:
+            left = total_ms - int(total * 1000)
+            if left <= 0:
+                break
+            limit = min(limit, left)
+        answer, dt = ask(max(limit, 1), first_seed + k)
+        answers.append(answer)
+        total += dt
+        if until(answer):
+            break
+    return answers, total
 
 
 def robust_check(
@@ -1503,33 +1549,17 @@ def robust_check(
     total_ms: int | None = None,
     until: Callable[[str, z3.ModelRef | None], bool] | None = None,
 ) -> tuple[str, float, z3.ModelRef | None]:
-    """:func:`isolated_check` asked up a ladder: z3 seed ``first_seed`` with a time limit
-    of ``budget_ms``, then the next seed with twice the time (at most ``cap_ms``), and so
-    on for ``seeds`` rungs, until an answer that is not "unknown" (or, with ``until``, one
-    it accepts), or until the rungs asked have taken ``total_ms`` (the last rung's limit
-    is what is left of it). The answer, the seconds of all the rungs, the model.
-
-    The one place that asks an obligation again. Each answer depends on the obligation
-    alone (:func:`isolate`), so what is left to vary is z3's seed (a quantified query's
-    "unknown" may change with it) and the wall-clock limit under load: the seeds and the
-    doubling absorb those."""
-    if seeds < 1 or budget_ms < 1:
-        raise ValueError("robust_check: seeds and budget_ms must be >= 1")
+    """:func:`isolated_check` asked up :func:`ladder`'s rungs until an answer that is not
+    "unknown" (or, with ``until``, one it accepts): the last answer, the seconds of all
+    the rungs, the model."""
     ok = until if until is not None else (lambda st, m: st != "unknown")
-    status, total, m = "unknown", 0.0, None
-    for k in range(seeds):
-        limit = budget_ms << k
-        if cap_ms is not None:
-            limit = min(limit, cap_ms)
-        if total_ms is not None:
-            left = total_ms - int(total * 1000)
-            if left <= 0:
-                break
-            limit = min(limit, left)
-        status, dt, m = isolated_check(hyp, goal, max(limit, 1), first_seed + k)
-        total += dt
-        if ok(status, m):
-            break
+
+    def ask(limit: int, seed: int) -> tuple[tuple[str, z3.ModelRef | None], float]:
+        status, dt, m = isolated_check(hyp, goal, limit, seed)
+        return (status, m), dt
+
+    answers, total = ladder(ask, lambda a: ok(*a), budget_ms, seeds, first_seed, cap_ms, total_ms)
+    status, m = answers[-1] if answers else ("unknown", None)
     return status, total, m
 
 
@@ -1592,6 +1622,23 @@ def isolated_checks(
     return out
 
 
+@dataclass
+class Goal:
+    """z3's answer to one case of a named obligation: a part of S, an invariant or a rule
+    (``name``), the case asked (a loop's init, step or exit, a call kind, ...), "proved",
+    "refuted" (with a model) or "unknown", the seconds, and what a decoder needs
+    (``ctx``: the obligation, or the terms its model is read at); ``op``, the call kind,
+    where the case does not name it."""
+
+    name: str
+    case: str
+    status: str
+    seconds: float
+    model: z3.ModelRef | None = None
+    ctx: Any = None
+    op: str = ""
+
+
 def goals_status(goals: Sequence[Any]) -> tuple[str, list[Any]]:
     """A row's status from its goals, and the goals not proved: "proved" only if there
     are goals and every one is (a row with none proves nothing), else "refuted" if z3
@@ -1600,6 +1647,178 @@ def goals_status(goals: Sequence[Any]) -> tuple[str, list[Any]]:
     if goals and not bad:
         return "proved", bad
     return ("refuted" if any(g.status == "refuted" for g in bad) else "unknown"), bad
+
+
+def not_proved(g: Any) -> str:
+    """A goal not proved, as a row's replay names it: its case and its answer."""
+    return f"not proved: {g.case} ({g.status})"
+
+
+def not_proved_op(g: Any) -> str:
+    """:func:`not_proved` with the goal's call kind before its case."""
+    return f"not proved: {g.op} {g.case} ({g.status})"
+
+
+def goal_row(
+    obligation: str,
+    goals: Sequence[Any],
+    bounds: str,
+    invariants: tuple[str, ...],
+    why: Callable[[Any], str] = not_proved,
+    most: int | None = None,
+    kind: str = "inductive",
+    technique: str = "z3 induction",
+) -> dict[str, Any]:
+    """One row (``runner.ObligationResult(**row)``) from ``goals``: its status
+    :func:`goals_status`'s, its seconds theirs summed, its replay the first ``most`` of
+    the goals not proved (all: None), each as ``why`` says."""
+    status, bad = goals_status(goals)
+    return dict(
+        obligation=obligation,
+        kind=kind,
+        technique=technique,
+        invariants=invariants,
+        bounds=bounds,
+        status=status,
+        seconds=sum(g.seconds for g in goals),
+        replay="; ".join(why(g) for g in bad[:most]),
+    )
+
+
+def name_rows(
+    goals: Sequence[Any],
+    names: Sequence[str],
+    obligation: Callable[[str], str],
+    bounds: Callable[[str, list[Any]], str],
+    invariants: Callable[[str], tuple[str, ...]] = lambda name: (name,),
+    why: Callable[[Any], str] = not_proved,
+    most: int | None = None,
+    kind: str = "inductive",
+    technique: str = "z3 induction",
+) -> list[dict[str, Any]]:
+    """One row per name of ``names`` (:func:`goal_row`), from the goals bearing that name
+    (``g.name``), in their order; ``obligation``, ``bounds`` and ``invariants`` say the
+    row's text from the name (and, ``bounds``, its goals)."""
+    out = []
+    for name in names:
+        mine = [g for g in goals if g.name == name]
+        out.append(
+            goal_row(
+                obligation(name),
+                mine,
+                bounds(name, mine),
+                invariants(name),
+                why,
+                most,
+                kind,
+                technique,
+            )
+        )
+    return out
+
+
+def any_refuted(goals: Sequence[Any]) -> bool:
+    return any(g.status == "refuted" for g in goals)
+
+
+def all_proved(goals: Sequence[Any]) -> bool:
+    return all(g.status == "proved" for g in goals)
+
+
+def goals_ladder(
+    ask: Callable[[int, int], list[Any]],
+    until: Callable[[list[Any]], bool],
+    budget_ms: int,
+    seeds: int = LADDER_SEEDS,
+    cap_ms: int | None = None,
+) -> tuple[list[Any], float]:
+    """:func:`ladder` of ``ask(limit_ms, seed)``, a list of goals (each with its seconds):
+    the last list asked and the seconds of every list."""
+    answers, dt = ladder(
+        lambda limit, seed: _timed(ask(limit, seed)), until, budget_ms, seeds, cap_ms=cap_ms
+    )
+    return answers[-1], dt
+
+
+def _timed(goals: list[Any]) -> tuple[list[Any], float]:
+    return goals, sum(g.seconds for g in goals)
+
+
+@dataclass
+class Replayed:
+    """A goal asked on a rung of :func:`replay_ladder`, and, if it was refuted, its
+    counterexample's trace and the verdict of its replay (else ``[]`` and "")."""
+
+    goal: Any
+    trace: list[str]
+    verdict: str
+
+    @property
+    def confirmed(self) -> bool:
+        """The replay confirmed the counterexample (its verdict starts with "confirmed")."""
+        return self.verdict.startswith("confirmed")
+
+
+def replay_ladder(
+    ask: Callable[[int, int], Any],
+    judge: Callable[[Any], tuple[list[str], str]],
+    budget_ms: int,
+    seeds: int = LADDER_SEEDS,
+    stop_proved: bool = False,
+) -> tuple[Replayed | None, Replayed, float]:
+    """A mutant's counterexample search: :func:`ladder` of ``ask(limit_ms, seed)`` (one
+    goal), every rung at ``budget_ms``; a refutation is judged as it comes
+    (``judge(goal)``: it is decoded and replayed on the spec, the trace and a verdict),
+    until a verdict starts with "confirmed" (``stop_proved``: or a goal is proved; other
+    seeds cannot refute what z3 proved). The last refutation judged (None: none was),
+    the last rung's answer, and the seconds of all."""
+
+    def attempt(limit: int, seed: int) -> tuple[Replayed, float]:
+        g = ask(limit, seed)
+        if g.status == "refuted" and g.model is not None:
+            return Replayed(g, *judge(g)), g.seconds
+        return Replayed(g, [], ""), g.seconds
+
+    def done(r: Replayed) -> bool:
+        return r.confirmed or (stop_proved and r.goal.status == "proved")
+
+    tries, dt = ladder(attempt, done, budget_ms, seeds, cap_ms=budget_ms)
+    judged = [r for r in tries if r.goal.status == "refuted" and r.goal.model is not None]
+    return (judged[-1] if judged else None), tries[-1], dt
+
+
+def blank_mutant_row(
+    obligation: str,
+    invariants: tuple[str, ...],
+    bounds: str,
+    status: str = "unknown",
+    replay: str = "",
+) -> dict[str, Any]:
+    """A mutant's row (``runner.ObligationResult(**row)``), before anything is asked: no
+    seconds, no trace."""
+    return dict(
+        obligation=obligation,
+        kind="mutant",
+        technique="z3 induction",
+        invariants=invariants,
+        bounds=bounds,
+        status=status,
+        seconds=0.0,
+        trace=[],
+        replay=replay,
+    )
+
+
+def judged_row(row: dict[str, Any], hit: Replayed | None, prefix: str = "") -> bool:
+    """A mutant's ``row`` from the counterexample :func:`replay_ladder` judged last: its
+    trace, "expected-refuted" if its replay confirmed it (else "NOT-confirmed"), and as
+    the replay ``prefix`` and the verdict. False, and the row left as it is: none was."""
+    if hit is None:
+        return False
+    row["trace"] = hit.trace
+    row["status"] = "expected-refuted" if hit.confirmed else "NOT-confirmed"
+    row["replay"] = prefix + hit.verdict
+    return True
 
 
 def constants(exprs: Sequence[z3.ExprRef]) -> dict[str, z3.ExprRef]:

@@ -95,7 +95,7 @@ from .model import (
     args_domain,
     fresh_args,
     fresh_state,
-    goals_status,
+    goal_row,
     in_queue,
     initial,
     int_sort,
@@ -103,6 +103,7 @@ from .model import (
     isolated_checks,
     isolated_model,
     iv,
+    ladder,
     merge,
     mkint,
     op_cache_blocks,
@@ -1711,24 +1712,25 @@ def rows(ns: tuple[int, ...], timeout_ms: int = 120000) -> list[dict[str, Any]]:
         for g in step_goals(st, timeout_ms=timeout_ms):
             by.setdefault(g.name, []).append(g)
         by["INV-WATCH"] = [lemma_goal(st)]
+        # (one row per name by goal_row, not name_rows: the goals kept alive, and so the
+        # main context's term ids the next N's obligations get, are the loop's as before)
         for name in (*STATE_OBLIGATIONS, *STEP_RULES):
             gs = ([inits[name]] if name in inits else []) + by.get(name, [])
-            status, bad = goals_status(gs)
             how = (
                 "lemma from WATCH-PER-BLOCK"
                 if name == "INV-WATCH"
                 else f"{len(by.get(name, []))} cases"
             )
             out.append(
-                dict(
-                    obligation=f"{name} (multi-key)",
+                goal_row(
+                    f"{name} (multi-key)",
+                    gs,
+                    f"{bounds(n)} ({how})",
+                    (ROW_OF.get(name, name),),
+                    lambda g: f"{g.kind} {g.op} ({g.status})",
+                    most=3,
                     kind="fixed-N",
                     technique=TECHNIQUE,
-                    invariants=(ROW_OF.get(name, name),),
-                    bounds=f"{bounds(n)} ({how})",
-                    status=status,
-                    seconds=sum(g.seconds for g in gs),
-                    replay="; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad[:3]),
                 )
             )
         t1 = time.perf_counter()
@@ -1943,18 +1945,21 @@ def every_n_refutes(bug: str, timeout_ms: int = 3000, seeds: int = 5) -> tuple[s
     ten times ``timeout_ms``: z3's timeout is wall-clock time, and on a loaded machine
     the first answer the quiet machine gets in a second can take longer than 3.)"""
     ob, op = MUTANTS[bug][0], MUTANT_OP[bug]
-    status, seconds = "unknown", 0.0
-    for seed in range(seeds):
-        budget = min(timeout_ms << seed, 10 * timeout_ms)
+    last: list[Goal] = []  # the last rung's step, alive while the next rung's is built
+
+    def ask(limit: int, seed: int) -> tuple[str, float]:
         (g,) = [
             g
-            for g in every_n_goals(frozenset([bug]), (op,), budget, (ob,), seed)
+            for g in every_n_goals(frozenset([bug]), (op,), limit, (ob,), seed)
             if g.kind == "step"
         ]
-        status, seconds = g.status, seconds + g.seconds
-        if status != "unknown":
-            break
-    return status, seconds
+        last[:] = [g]
+        return g.status, g.seconds
+
+    answers, seconds = ladder(
+        ask, lambda status: status != "unknown", timeout_ms, seeds, cap_ms=10 * timeout_ms
+    )
+    return answers[-1], seconds
 
 
 def every_n_witnesses(timeout_ms: int = 30000) -> list[tuple[str, str, str]]:

@@ -37,7 +37,18 @@ from . import (
     twopooln,
     witnesses,
 )
-from .model import OPS, Record, goals_status, named, recording
+from .model import (
+    OPS,
+    Goal,
+    Record,
+    all_proved,
+    any_refuted,
+    goals_status,
+    name_rows,
+    named,
+    recording,
+    replay_ladder,
+)
 from .mutants import MUTANTS, BuggyWorld, world_class
 from .props import STRONG_PARTS
 from .pysource import Translation, Unsupported
@@ -611,24 +622,9 @@ def _goal_rows(
     gs: list[Any], names: Iterable[str], title: str, bounds: str
 ) -> list[ObligationResult]:
     """One inductive row per name of ``names`` from the goals ``gs`` bearing it; ``title``
-    and ``bounds`` take the name and the goals' count."""
-    rows = []
-    for name in names:
-        mine = [g for g in gs if g.name == name]
-        status, bad = goals_status(mine)
-        rows.append(
-            ObligationResult(
-                title.format(name),
-                "inductive",
-                "z3 induction",
-                (name,),
-                bounds.format(len(mine)),
-                status,
-                sum(g.seconds for g in mine),
-                replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
-            )
-        )
-    return rows
+    and ``bounds`` take the name and the goals' count (:func:`model.name_rows`)."""
+    rows = name_rows(gs, tuple(names), title.format, lambda name, mine: bounds.format(len(mine)))
+    return [ObligationResult(**r) for r in rows]
 
 
 def run_counting(timeout_ms: int) -> list[ObligationResult]:
@@ -686,37 +682,44 @@ def counting_witness_row(
 def _mutant_row(
     row: ObligationResult,
     bug: str,
-    ask: Callable[[tuple[str, ...] | None, int], list[Any]],
+    ask: Callable[[tuple[str, ...] | None, int, int], list[Any]],
     cases: tuple[str, ...] | None,
+    timeout_ms: int,
     invariants: tuple[str, ...] = (),
 ) -> ObligationResult:
-    """``row`` for a mutant that must make its every-N proof fail: ``ask(cases, seed)`` the
-    obligation's goals (refuting), first at ``cases`` then, without a refutation, at every
-    case; the counterexample replayed on the buggy spec (:func:`_replay_step`). An
-    unknown, or a refutation the replay does not confirm, is asked again at z3 seeds
-    1..3: z3's answer and model depend on the process's history (some models are of a
-    call the spec treats otherwise, and evict-first-ignored's query came back unknown in
-    3 s once, after the part's other queries)."""
+    """``row`` for a mutant that must make its every-N proof fail: ``ask(cases,
+    timeout_ms, seed)`` the obligation's goals (refuting), first at ``cases`` then,
+    without a refutation, at every case; the counterexample replayed on the buggy spec
+    (:func:`_replay_step`). An unknown, or a refutation the replay does not confirm, is
+    asked again at z3 seeds 1..3 (:func:`model.replay_ladder`; a proof does not change
+    with the seed): z3's answer and model depend on the seed (some models are of a call
+    the spec treats otherwise, and evict-first-ignored's query came back unknown in 3 s
+    once, after the part's other queries)."""
     rule = row.invariants[0]
-    for seed in range(4):
-        gs = ask(cases, seed)
-        if cases is not None and not any(g.status == "refuted" for g in gs):
-            gs += ask(None, seed)
-        row.seconds += sum(g.seconds for g in gs)
+
+    def asked(limit: int, seed: int) -> Goal:
+        # a rung's goals as one: refuted (its first refutation as ``ctx``), proved, unknown
+        gs = ask(cases, limit, seed)
+        if cases is not None and not any_refuted(gs):
+            gs += ask(None, limit, seed)
+        seconds = sum(g.seconds for g in gs)
         hit = next((g for g in gs if g.status == "refuted"), None)
-        if hit is None or hit.model is None or hit.ctx is None:
-            proved = all(g.status == "proved" for g in gs)
-            if not row.status or row.status == "unknown":
-                row.status = "NOT-refuted" if proved else "unknown"
-            if proved:  # a proof does not change with the seed; an unknown may
-                break
-            continue
-        cfg, s, a = hit.ctx[:3]
-        row.trace, row.replay = _replay_step(bug, rule, cfg, s, a, hit.model, invariants)
-        row.trace.insert(0, f"case: {hit.case}")
-        row.status = "expected-refuted" if row.replay.startswith("confirmed") else "NOT-confirmed"
-        if row.status == "expected-refuted":
-            break
+        if hit is not None and hit.model is not None and hit.ctx is not None:
+            return Goal(rule, hit.case, "refuted", seconds, hit.model, hit)
+        return Goal(rule, "", "proved" if all_proved(gs) else "unknown", seconds)
+
+    def judge(g: Goal) -> tuple[list[str], str]:
+        cfg, s, a = g.ctx.ctx[:3]
+        trace, verdict = _replay_step(bug, rule, cfg, s, a, g.model, invariants)
+        return [f"case: {g.case}", *trace], verdict
+
+    found, last, dt = replay_ladder(asked, judge, timeout_ms, 4, stop_proved=True)
+    row.seconds += dt
+    if found is not None:  # (the last counterexample replayed)
+        row.trace, row.replay = found.trace, found.verdict
+        row.status = "expected-refuted" if found.confirmed else "NOT-confirmed"
+    else:
+        row.status = "NOT-refuted" if last.goal.status == "proved" else "unknown"
     return row
 
 
@@ -736,10 +739,12 @@ def run_counting_mutants(
             0.0,
         )
 
-        def ask(cs: tuple[str, ...] | None, seed: int, part: str = part, bug: str = bug) -> Any:
-            return counting.goals((part,), cs, frozenset([bug]), timeout_ms, True, seed)
+        def ask(
+            cs: tuple[str, ...] | None, limit: int, seed: int, part: str = part, bug: str = bug
+        ) -> Any:
+            return counting.goals((part,), cs, frozenset([bug]), limit, True, seed)
 
-        rows.append(_mutant_row(row, bug, ask, cases, (part,)))
+        rows.append(_mutant_row(row, bug, ask, cases, timeout_ms, (part,)))
     return rows
 
 
@@ -842,10 +847,12 @@ def run_steprule_mutants(
             f"S and T => {rule} [{bug}]", "mutant", "z3 induction", (rule,), "every N>=1", "", 0.0
         )
 
-        def ask(cs: tuple[str, ...] | None, seed: int, rule: str = rule, bug: str = bug) -> Any:
-            return steprules.goals((rule,), cs, frozenset([bug]), timeout_ms, True, seed)
+        def ask(
+            cs: tuple[str, ...] | None, limit: int, seed: int, rule: str = rule, bug: str = bug
+        ) -> Any:
+            return steprules.goals((rule,), cs, frozenset([bug]), limit, True, seed)
 
-        rows.append(_mutant_row(row, bug, ask, cases))
+        rows.append(_mutant_row(row, bug, ask, cases, timeout_ms))
     return rows
 
 

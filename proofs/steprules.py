@@ -35,7 +35,6 @@ the every-N induction. Each obligation's hypothesis has a model (:func:`witness_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
@@ -46,6 +45,7 @@ from .model import (
     OPS,
     Args,
     Config,
+    Goal,
     State,
     Unbounded,
     args_domain,
@@ -73,16 +73,6 @@ FIXED_N_ONLY: dict[str, str] = {}
 """Rules with no every-N statement (a row each says why): none. RES-CACHED's is
 :mod:`kvpool.proofs.symsorts`'s, not this module's (:data:`ELSEWHERE`)."""
 ELSEWHERE: dict[str, str] = {"RES-CACHED": "kvpool.proofs.symsorts.cached_goals"}
-
-
-@dataclass
-class Goal:
-    name: str
-    case: str  # a call kind, or "sum identity base" / "sum identity step"
-    status: str
-    seconds: float
-    model: z3.ModelRef | None = None
-    ctx: Any = None
 
 
 def _count(xs: list[Any]) -> Any:

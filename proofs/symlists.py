@@ -50,6 +50,7 @@ not refuted by it either (:func:`goals` with ``max_m=2``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -59,21 +60,30 @@ from . import counting, props
 from .model import (
     OPK,
     Config,
+    Goal,
     State,
     Unbounded,
     _pending_any,
+    all_proved,
+    any_refuted,
+    blank_mutant_row,
     drop_key,
     fresh_args,
     fresh_state,
-    goals_status,
+    goal_row,
+    goals_ladder,
     guarded,
     hypothesis_model,
     isolated_check,
     iv,
+    judged_row,
     merge,
+    name_rows,
     named,
+    not_proved_op,
     q_append,
     q_remove,
+    replay_ladder,
     robust_check,
     state_eq,
     transition,
@@ -375,17 +385,6 @@ def domain(cfg: Config, a: LArgs, j: Any) -> Any:
 # -- the obligations ----------------------------------------------------------------------
 
 
-@dataclass
-class Goal:
-    name: str  # a part of S, or INV-CONSERVE / INV-WATCH
-    op: str  # a list-taking call kind
-    case: str  # "loop init", "loop step", "loop exit", "unrolled"
-    status: str
-    seconds: float
-    model: z3.ModelRef | None = None
-    ctx: Any = None
-
-
 def _corrected(A: Any, f: Any, f2: Any, x: Any, lo: Any) -> Any:
     """Ghost prefix sums ``A`` of ``f``, corrected for ``f`` becoming ``f2`` at block x."""
     i = z3.Int("ci")
@@ -543,7 +542,7 @@ def goals(
                 continue
             with named(f"symlists: {p} / {op} / {case}"):
                 status, dt, m = _ask(hyp, goal, ctx[0].dom.N, timeout_ms, refute, seed)
-            out.append(Goal(p, op, case, status, dt, m, ctx))
+            out.append(Goal(p, case, status, dt, m, ctx, op=op))
             if refute and status == "refuted":
                 return out
     return out
@@ -568,7 +567,7 @@ def unrolled_goal(
     hyp += [domain(cfg, a, iv(j)) for j in range(n)]
     with named(f"symlists: {part} / {op} / unrolled <= {n}"):
         status, dt, m = _ask(hyp, props.strong(cfg, t)[part], N, timeout_ms, True, seed)
-    return Goal(part, op, f"unrolled <= {n}", status, dt, m, (cfg, s, a))
+    return Goal(part, f"unrolled <= {n}", status, dt, m, (cfg, s, a), op=op)
 
 
 def agreement_goals(
@@ -604,7 +603,7 @@ def agreement_goals(
         goal = z3.And(ok == (rm.err == 0), z3.Implies(ok, z3.And(fields_)))
         with named(f"symlists: loop == model.py / {op} / lists <= {n}"):
             status, dt, m = isolated_check(hyp, goal, timeout_ms)
-        out.append(Goal("agreement", op, f"lists <= {n}", status, dt, m, (cfg, s, a)))
+        out.append(Goal("agreement", f"lists <= {n}", status, dt, m, (cfg, s, a), op=op))
     return out
 
 
@@ -645,7 +644,7 @@ def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
             if case == "loop step":
                 prefer.append(ctx[3] == 2)
             st, dt, m = hypothesis_model([*hyp, n == cfg.dom.N], [prefer, []], timeout_ms)
-            out.append(Goal(p, op, case, st, dt, m, ctx))
+            out.append(Goal(p, case, st, dt, m, ctx, op=op))
     for rule, op in RULE_OPS.items():
         for r, case, hyp, _goal, ctx in rule_obligations(rule, full=True):
             cfg, a, g = ctx[0], ctx[2], ctx[4]
@@ -656,13 +655,13 @@ def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
             pins += [g.pre[c] == closed.pre[c] for c in g.pre]
             prefer = [*pins, *([ctx[3] == 2] if case == "loop step" else [])]
             st, dt, m = hypothesis_model([*hyp, n == cfg.dom.N], [prefer, pins], timeout_ms)
-            out.append(Goal(r, op, case, st, dt, m, ctx))
+            out.append(Goal(r, case, st, dt, m, ctx, op=op))
     for op in LIST_OPS:
         for r, case, hyp, _goal, ctx in watch_obligations(op, full=True):
             cfg, a = ctx[0], ctx[2]
             prefer = [a.m >= 3, *([ctx[3] == 2] if case == "loop step" else [])]
             st, dt, m = hypothesis_model([*hyp, n == cfg.dom.N], [prefer, []], timeout_ms)
-            out.append(Goal(r, op, case, st, dt, m, ctx))
+            out.append(Goal(r, case, st, dt, m, ctx, op=op))
     return out + atomic_witness_goals(timeout_ms, n)
 
 
@@ -675,7 +674,7 @@ def atomic_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
             cfg, a = ctx[0], ctx[2]
             prefer = [a.m >= 3, *([ctx[3] == 2] if case == "loop step" else [])]
             st, dt, m = hypothesis_model([*hyp, n == cfg.dom.N], [prefer, []], timeout_ms)
-            out.append(Goal(r, op, case, st, dt, m, ctx))
+            out.append(Goal(r, case, st, dt, m, ctx, op=op))
     return out
 
 
@@ -933,7 +932,7 @@ def rule_goals(
                 continue
             with named(f"symlists: {r} / {case}"):
                 status, dt, m = _ask(hyp, goal, ctx[0].dom.N, timeout_ms, refute, seed)
-            out.append(Goal(r, RULE_OPS[rule], case, status, dt, m, ctx))
+            out.append(Goal(r, case, status, dt, m, ctx, op=RULE_OPS[rule]))
             if refute and status == "refuted":
                 return out
     return out
@@ -955,15 +954,13 @@ def unrolled_rule_goal(
     goal = z3.And(_shape(cfg, op, s, a, g, Loop(t, iv(0), s.L), a.m))
     with named(f"symlists: {rule} / unrolled <= {n}"):
         status, dt, m = _ask(hyp, goal, cfg.dom.N, timeout_ms, True, seed)
-    return Goal(rule, op, f"unrolled <= {n}", status, dt, m, (cfg, s, a))
+    return Goal(rule, f"unrolled <= {n}", status, dt, m, (cfg, s, a), op=op)
 
 
 def replay_rule(bug: str, op: str, g: Goal) -> tuple[list[str], str]:
     """An unrolled counterexample's call on the buggy spec and on the spec: "confirmed" if
     the free queues they leave differ."""
-    from kvpool.spec import World, check_pool
-
-    from .mutants import world_class
+    from kvpool.spec import check_pool
 
     assert g.model is not None
     cfg, s, a = g.ctx
@@ -971,13 +968,23 @@ def replay_rule(bug: str, op: str, g: Goal) -> tuple[list[str], str]:
     trace = [f"state: N={N} {ps.describe()}", repr(call)]
     if check_pool(ps):
         return trace, f"decoded state already violates: {check_pool(ps)[0]}"
+    return trace, queue_verdict(bug, ps, call)
+
+
+def queue_verdict(bug: str, ps: Any, call: Any) -> str:
+    """``call`` from the pool state ``ps`` on ``bug``'s spec and on the spec: "confirmed"
+    if the free queues they leave differ."""
+    from kvpool.spec import World
+
+    from .mutants import world_class
+
     good, bad = World([ps.copy()], [True]), world_class(bug).from_state(bug, ps)
     good.apply(call)
     bad.apply(call)
     mine, spec = list(bad.pools[0].free), list(good.pools[0].free)
     if mine != spec:
-        return trace, f"confirmed: the free queue is {mine}, the semantics' {spec}"
-    return trace, "NOT confirmed by replay"
+        return f"confirmed: the free queue is {mine}, the semantics' {spec}"
+    return "NOT confirmed by replay"
 
 
 # -- WATCH-FIRE for the list-taking calls, every list length --------------------------------
@@ -1055,7 +1062,7 @@ def watch_goals(
                 continue
             with named(f"symlists: {r} / {op} / {case}"):
                 status, dt, m = _ask(hyp, goal, ctx[0].dom.N, timeout_ms, refute, seed)
-            out.append(Goal(r, op, case, status, dt, m, ctx))
+            out.append(Goal(r, case, status, dt, m, ctx, op=op))
             if refute and status == "refuted":
                 return out
     return out
@@ -1073,65 +1080,55 @@ def unrolled_watch_goal(bugs: frozenset[str], timeout_ms: int = 30000, seed: int
     hyp += [domain(cfg, a, iv(j)) for j in range(UNROLL)]
     with named(f"symlists: WATCH-FIRE / unrolled <= {UNROLL}"):
         status, dt, m = _ask(hyp, _kept(cfg, s, t, 1), cfg.dom.N, timeout_ms, True, seed)
-    return Goal("WATCH-FIRE", op, f"unrolled <= {UNROLL}", status, dt, m, (cfg, s, a))
+    return Goal("WATCH-FIRE", f"unrolled <= {UNROLL}", status, dt, m, (cfg, s, a), op=op)
 
 
 def watch_mutant_row(timeout_ms: int = 30000) -> dict[str, Any]:
     """The WATCH-FIRE mutant: its loop step refuted, and its unrolled counterexample's
     call, on the buggy spec, leaves a watcher no longer pending that did not fire."""
+    bugs = frozenset([WATCH_MUTANT])
+    row = blank_mutant_row(
+        f"S and T => WATCH-FIRE, list loop [{WATCH_MUTANT}]", ("WATCH-FIRE",), BOUNDS
+    )
+    step = refuted_step(
+        row,
+        lambda limit, seed: watch_goals(("UnpinBlocks",), ("loop step",), bugs, limit, True, seed),
+        timeout_ms,
+        3,
+    )
+    if step is None:
+        return row
+    hit, _last, dt = replay_ladder(
+        lambda limit, seed: unrolled_watch_goal(bugs, limit, seed), _replay_watch, timeout_ms, 3
+    )
+    row["seconds"] += dt
+    judged_row(row, hit, "loop step refuted; unrolled: ")
+    return row
+
+
+def _replay_watch(g: Goal) -> tuple[list[str], str]:
+    """WATCH-FIRE's unrolled counterexample decoded, its call replayed on the buggy spec:
+    "confirmed" if a watcher pending before it is no longer pending and did not fire."""
     from kvpool.spec import check_pool
 
     from .mutants import world_class
 
-    bugs = frozenset([WATCH_MUTANT])
-    row: dict[str, Any] = dict(
-        obligation=f"S and T => WATCH-FIRE, list loop [{WATCH_MUTANT}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=("WATCH-FIRE",),
-        bounds=BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
-    )
-    step: list[Goal] = []
-    for seed in range(3):
-        step = watch_goals(("UnpinBlocks",), ("loop step",), bugs, timeout_ms, True, seed)
-        row["seconds"] += sum(g.seconds for g in step)
-        if any(g.status == "refuted" for g in step):
-            break
-    if not any(g.status == "refuted" for g in step):
-        row["status"] = "NOT-refuted" if all(g.status == "proved" for g in step) else "unknown"
-        return row
-    for seed in range(3):
-        g = unrolled_watch_goal(bugs, timeout_ms, seed)
-        row["seconds"] += g.seconds
-        if g.status != "refuted" or g.model is None:
-            continue
-        cfg, s, a = g.ctx
-        ps, call, N = _decode(g.model, cfg, s, a, "UnpinBlocks")
-        row["trace"] = [f"state: N={N} {ps.describe()}", repr(call)]
-        if check_pool(ps):
-            row["status"], row["replay"] = "NOT-confirmed", "decoded state breaks the invariants"
-            continue
-        w = world_class(WATCH_MUTANT).from_state(WATCH_MUTANT, ps)
-        out = w.apply(call)
-        gone = [
-            (b, x)
-            for b, ws in ps.pending.items()
-            for x in ws
-            if x not in w.pools[0].pending.get(b, [])
-        ]
-        if gone and not out.fired:
-            row["status"] = "expected-refuted"
-            row["replay"] = (
-                f"loop step refuted; unrolled: confirmed: watcher {gone[0][1]} on block "
-                f"{gone[0][0]} is no longer pending and did not fire"
-            )
-            break
-        row["status"], row["replay"] = "NOT-confirmed", "NOT confirmed by replay"
-    return row
+    cfg, s, a = g.ctx
+    ps, call, N = _decode(g.model, cfg, s, a, "UnpinBlocks")
+    trace = [f"state: N={N} {ps.describe()}", repr(call)]
+    if check_pool(ps):
+        return trace, "decoded state breaks the invariants"
+    w = world_class(WATCH_MUTANT).from_state(WATCH_MUTANT, ps)
+    out = w.apply(call)
+    gone = [
+        (b, x) for b, ws in ps.pending.items() for x in ws if x not in w.pools[0].pending.get(b, [])
+    ]
+    if gone and not out.fired:
+        return trace, (
+            f"confirmed: watcher {gone[0][1]} on block {gone[0][0]} is no longer pending "
+            "and did not fire"
+        )
+    return trace, "NOT confirmed by replay"
 
 
 # -- ERR-ATOMIC for the list-taking calls, every list length -------------------------------
@@ -1221,7 +1218,7 @@ def atomic_goals(
                 continue
             with named(f"symlists: {r} / {op} / {case}"):
                 status, dt, m = _ask(hyp, goal, ctx[0].dom.N, timeout_ms, refute, seed)
-            out.append(Goal(r, op, case, status, dt, m, ctx))
+            out.append(Goal(r, case, status, dt, m, ctx, op=op))
             if refute and status == "refuted":
                 return out
     return out
@@ -1242,78 +1239,67 @@ def unrolled_atomic_goal(bugs: frozenset[str], timeout_ms: int = 30000, seed: in
     goal = z3.Implies(z3.Not(ok), state_eq(cfg.dom, t, s))
     with named(f"symlists: ERR-ATOMIC / unrolled <= {UNROLL}"):
         status, dt, m = _ask(hyp, goal, cfg.dom.N, timeout_ms, True, seed)
-    return Goal("ERR-ATOMIC", op, f"unrolled <= {UNROLL}", status, dt, m, (cfg, s, a))
+    return Goal("ERR-ATOMIC", f"unrolled <= {UNROLL}", status, dt, m, (cfg, s, a), op=op)
 
 
 def atomic_mutant_row(timeout_ms: int = 30000) -> dict[str, Any]:
     """The ERR-ATOMIC mutant: its loop step refuted (at entry j >= 2), the step proved with
     lists of <= 2 (the bounded lists cannot see it), and its unrolled counterexample's
     call, on the buggy spec, refused with the pool's state changed."""
+    bugs = frozenset([ATOMIC_MUTANT])
+    row = blank_mutant_row(
+        f"S and T => ERR-ATOMIC, list loop [{ATOMIC_MUTANT}]", ("ERR-ATOMIC",), BOUNDS
+    )
+    ops, cases = ("FreeBlocks",), ("loop step",)
+    step = refuted_step(
+        row,
+        lambda limit, seed: atomic_goals(ops, cases, bugs, limit, True, seed=seed),
+        timeout_ms,
+        3,
+    )
+    if step is None:
+        return row
+    notes = [f"loop step refuted at entry j={_entry(step)}"]
+    if not short_proved(
+        row,
+        lambda limit, seed: atomic_goals(ops, cases, bugs, limit, max_m=2, seed=seed),
+        timeout_ms,
+        3,
+    ):
+        return row
+    notes.append("with lists <= 2 the step is proved (the bounded lists cannot see it)")
+    hit, _last, dt = replay_ladder(
+        lambda limit, seed: unrolled_atomic_goal(bugs, limit, seed), _replay_atomic, timeout_ms, 3
+    )
+    row["seconds"] += dt
+    if not judged_row(row, hit, "; ".join([*notes, "unrolled: "])):
+        row["replay"] = "; ".join([*notes, f"no counterexample with <= {UNROLL} entries"])
+    return row
+
+
+def _replay_atomic(g: Goal) -> tuple[list[str], str]:
+    """ERR-ATOMIC's unrolled counterexample decoded, its call replayed on the buggy spec
+    and on the spec: "confirmed" if both refuse it, the spec with the state unchanged and
+    the buggy spec with it changed."""
     from kvpool.spec import World
 
     from .mutants import world_class
 
-    bugs = frozenset([ATOMIC_MUTANT])
-    row: dict[str, Any] = dict(
-        obligation=f"S and T => ERR-ATOMIC, list loop [{ATOMIC_MUTANT}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=("ERR-ATOMIC",),
-        bounds=BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
-    )
-    step: list[Goal] = []
-    for seed in range(3):
-        step = atomic_goals(("FreeBlocks",), ("loop step",), bugs, timeout_ms, True, seed=seed)
-        row["seconds"] += sum(g.seconds for g in step)
-        if any(g.status == "refuted" for g in step):
-            break
-    if not any(g.status == "refuted" for g in step):
-        row["status"] = "NOT-refuted" if all(g.status == "proved" for g in step) else "unknown"
-        return row
-    mdl, j = step[-1].model, step[-1].ctx[3]
-    notes = [f"loop step refuted at entry j={mdl.eval(j, model_completion=True) if mdl else '?'}"]
-    short: list[Goal] = []
-    for seed in range(3):
-        short = atomic_goals(("FreeBlocks",), ("loop step",), bugs, timeout_ms, max_m=2, seed=seed)
-        row["seconds"] += sum(g.seconds for g in short)
-        if all(g.status == "proved" for g in short):
-            break
-    if not all(g.status == "proved" for g in short):
-        row["status"] = "NOT-confirmed"
-        row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
-        return row
-    notes.append("with lists <= 2 the step is proved (the bounded lists cannot see it)")
-    for seed in range(3):
-        g = unrolled_atomic_goal(bugs, timeout_ms, seed)
-        row["seconds"] += g.seconds
-        if g.status != "refuted" or g.model is None:
-            continue
-        cfg, s, a = g.ctx
-        ps, call, N = _decode(g.model, cfg, s, a, "FreeBlocks")
-        row["trace"] = [f"state: N={N} {ps.describe()}", repr(call)]
-        good = World([ps.copy()], [True])
-        bad = world_class(ATOMIC_MUTANT).from_state(ATOMIC_MUTANT, ps)
-        before = ps.snapshot()
-        out_good, out_bad = good.apply(call), bad.apply(call)
-        if (
-            out_good.error is not None
-            and out_bad.error is not None
-            and good.pools[0].snapshot() == before
-            and bad.pools[0].snapshot() != before
-        ):
-            row["status"] = "expected-refuted"
-            row["replay"] = "; ".join(
-                [*notes, f"unrolled: confirmed: refused ({out_bad.error}) with the state changed"]
-            )
-            return row
-        row["status"], row["replay"] = "NOT-confirmed", "NOT confirmed by replay"
-    if row["status"] == "unknown":
-        row["replay"] = "; ".join([*notes, f"no counterexample with <= {UNROLL} entries"])
-    return row
+    cfg, s, a = g.ctx
+    ps, call, N = _decode(g.model, cfg, s, a, "FreeBlocks")
+    trace = [f"state: N={N} {ps.describe()}", repr(call)]
+    good = World([ps.copy()], [True])
+    bad = world_class(ATOMIC_MUTANT).from_state(ATOMIC_MUTANT, ps)
+    before = ps.snapshot()
+    out_good, out_bad = good.apply(call), bad.apply(call)
+    if (
+        out_good.error is not None
+        and out_bad.error is not None
+        and good.pools[0].snapshot() == before
+        and bad.pools[0].snapshot() != before
+    ):
+        return trace, f"confirmed: refused ({out_bad.error}) with the state changed"
+    return trace, "NOT confirmed by replay"
 
 
 # -- rows for the runner ------------------------------------------------------------------
@@ -1370,69 +1356,41 @@ def replay(bug: str, part: str, op: str, g: Goal) -> tuple[list[str], str]:
 
 def proof_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
     """One row per part: its loop init, step and exit for each list-taking call."""
-    gs = goals(timeout_ms=timeout_ms)
-    out = []
-    for p in PARTS:
-        mine = [g for g in gs if g.name == p]
-        status, bad = goals_status(mine)
-        invs = (p,) if p in COUNT_PARTS else props.STRONG_PARTS[p]
-        out.append(
-            dict(
-                obligation=f"S and T => {p}, list calls as loops"
-                + (" (ghost sums)" if p in COUNT_PARTS else ""),
-                kind="inductive",
-                technique="z3 induction",
-                invariants=invs,
-                bounds=f"{BOUNDS}; {len(LIST_OPS)} list calls x loop init/step/exit",
-                status=status,
-                seconds=sum(g.seconds for g in mine),
-                replay="; ".join(f"not proved: {g.op} {g.case} ({g.status})" for g in bad),
-            )
-        )
-    rs = rule_goals(timeout_ms=timeout_ms)
-    for rule in RULE_OPS:
-        mine = [g for g in rs if g.name == rule]
-        bad = [g for g in mine if g.status != "proved"]
-        out.append(
-            dict(
-                obligation=f"S and T => {rule}, its call as a loop",
-                kind="inductive",
-                technique="z3 induction",
-                invariants=(rule,),
-                bounds=f"{BOUNDS}; loop init/step/exit",
-                status=goals_status(mine)[0],
-                seconds=sum(g.seconds for g in mine),
-                replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad),
-            )
-        )
+    per_call = f"{BOUNDS}; {len(LIST_OPS)} list calls x loop init/step/exit"
+    out = name_rows(
+        goals(timeout_ms=timeout_ms),
+        PARTS,
+        lambda p: (
+            f"S and T => {p}, list calls as loops" + (" (ghost sums)" if p in COUNT_PARTS else "")
+        ),
+        lambda p, mine: per_call,
+        lambda p: (p,) if p in COUNT_PARTS else props.STRONG_PARTS[p],
+        not_proved_op,
+    )
+    out += name_rows(
+        rule_goals(timeout_ms=timeout_ms),
+        tuple(RULE_OPS),
+        lambda rule: f"S and T => {rule}, its call as a loop",
+        lambda rule, mine: f"{BOUNDS}; loop init/step/exit",
+    )
     at = atomic_goals(timeout_ms=timeout_ms)
     out.append(
-        dict(
-            obligation="S and T => ERR-ATOMIC, list calls as loops",
-            kind="inductive",
-            technique="z3 induction",
-            invariants=("ERR-ATOMIC",),
-            bounds=f"{BOUNDS}; {len(LIST_OPS)} list calls x loop init/step/exit",
-            status=goals_status(at)[0],
-            seconds=sum(g.seconds for g in at),
-            replay="; ".join(
-                f"not proved: {g.op} {g.case} ({g.status})" for g in goals_status(at)[1]
-            ),
+        goal_row(
+            "S and T => ERR-ATOMIC, list calls as loops",
+            at,
+            per_call,
+            ("ERR-ATOMIC",),
+            not_proved_op,
         )
     )
     ws = watch_goals(timeout_ms=timeout_ms)
     out.append(
-        dict(
-            obligation="S and T => WATCH-FIRE, list calls as loops",
-            kind="inductive",
-            technique="z3 induction",
-            invariants=("WATCH-FIRE",),
-            bounds=f"{BOUNDS}; {len(LIST_OPS)} list calls x loop init/step/exit",
-            status=goals_status(ws)[0],
-            seconds=sum(g.seconds for g in ws),
-            replay="; ".join(
-                f"not proved: {g.op} {g.case} ({g.status})" for g in ws if g.status != "proved"
-            ),
+        goal_row(
+            "S and T => WATCH-FIRE, list calls as loops",
+            ws,
+            per_call,
+            ("WATCH-FIRE",),
+            not_proved_op,
         )
     )
     return out
@@ -1502,80 +1460,102 @@ def witness_row(timeout_ms: int = 20000, n: int = 3) -> dict[str, Any]:
     )
 
 
+def refuted_step(
+    row: dict[str, Any],
+    ask: Callable[[int, int], list[Goal]],
+    timeout_ms: int,
+    seeds: int,
+) -> list[Goal] | None:
+    """A mutant's loop step, ``ask(limit_ms, seed)``, at z3 seeds 0..seeds-1, each with
+    ``timeout_ms``, until one of its goals is refuted: those goals. None when none was,
+    ``row`` then "NOT-refuted" (every goal proved) or "unknown". The seconds go to
+    ``row``."""
+    step, dt = goals_ladder(ask, any_refuted, timeout_ms, seeds, cap_ms=timeout_ms)
+    row["seconds"] += dt
+    if any_refuted(step):
+        return step
+    row["status"] = "NOT-refuted" if all_proved(step) else "unknown"
+    return None
+
+
+def short_proved(
+    row: dict[str, Any],
+    ask: Callable[[int, int], list[Goal]],
+    timeout_ms: int,
+    seeds: int,
+) -> bool:
+    """A long-list mutant's loop step with lists of <= 2 entries, ``ask(limit_ms,
+    seed)``, at z3 seeds 0..seeds-1, each with ``timeout_ms``, until every goal is
+    proved (the bounded lists cannot see the bug): True. False when not, ``row`` then
+    "NOT-confirmed". The seconds go to ``row``."""
+    short, dt = goals_ladder(ask, all_proved, timeout_ms, seeds, cap_ms=timeout_ms)
+    row["seconds"] += dt
+    if all_proved(short):
+        return True
+    row["status"] = "NOT-confirmed"
+    row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
+    return False
+
+
+def _entry(step: list[Goal]) -> Any:
+    """The entry j at which a refuted loop step (its last goal) was refuted."""
+    mdl, j = step[-1].model, step[-1].ctx[3]
+    return mdl.eval(j, model_completion=True) if mdl else "?"
+
+
 def mutant_rows(
     timeout_ms: int = 30000, which: tuple[str, ...] | None = None
 ) -> list[dict[str, Any]]:
     """Each mutant must fail its part's loop step (every list length) and give, with the
     loop unrolled to :data:`UNROLL` entries, a counterexample the buggy spec confirms;
     the long-list mutant must also leave the loop step proved with lists of <= 2."""
-    out = []
     plan = [(b, p, o) for b, (p, o) in LIST_MUTANTS.items()]
     plan += [(b, p, o) for b, (p, o) in COUNT_MUTANTS.items()]
-    for bug, part, op in plan:
-        if which is not None and bug not in which:
-            continue
-        bugs = frozenset([bug])
-        row: dict[str, Any] = dict(
-            obligation=f"S and T => {part}, list loop"
-            + (" (ghost sums)" if part in COUNT_PARTS else "")
-            + f" [{bug}]",
-            kind="mutant",
-            technique="z3 induction",
-            invariants=(part,) if part in COUNT_PARTS else props.STRONG_PARTS[part],
-            bounds=BOUNDS,
-            status="",
-            seconds=0.0,
-            trace=[],
-            replay="",
-        )
-        step: list[Goal] = []
-        for seed in range(4):  # a quick "unknown" on a quantified query may change with it
-            step = goals((part,), (op,), ("loop step",), bugs, timeout_ms, True, seed=seed)
-            row["seconds"] += sum(g.seconds for g in step)
-            if any(g.status == "refuted" for g in step):
-                break
-        notes = []
-        if not any(g.status == "refuted" for g in step):
-            row["status"] = "NOT-refuted" if all(g.status == "proved" for g in step) else "unknown"
-            out.append(row)
-            continue
-        notes.append("loop step refuted")
-        if bug == LONG_LIST_MUTANT:
-            mdl, j = step[-1].model, step[-1].ctx[3]
-            notes[-1] += f" at entry j={mdl.eval(j, model_completion=True) if mdl else '?'}"
-            short: list[Goal] = []
-            for seed in range(4):
-                short = goals((part,), (op,), ("loop step",), bugs, timeout_ms, max_m=2, seed=seed)
-                row["seconds"] += sum(g.seconds for g in short)
-                if all(g.status == "proved" for g in short):
-                    break
-            if not all(g.status == "proved" for g in short):
-                row["status"] = "NOT-confirmed"
-                row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
-                out.append(row)
-                continue
-            notes.append("with lists <= 2 the step is proved (the bounded lists cannot see it)")
-        hit = None
-        for seed in range(3):
-            target = "PERM" if part in COUNT_PARTS else part
-            g = unrolled_goal(target, op, bugs, timeout_ms, UNROLL, seed)
-            row["seconds"] += g.seconds
-            if g.status == "refuted":
-                hit = g
-                trace, verdict = replay(bug, part, op, g)
-                if verdict.startswith("confirmed"):
-                    break
-        if hit is None:
-            row["status"] = "unknown"
-            row["replay"] = "; ".join([*notes, f"no counterexample with <= {UNROLL} entries"])
-        else:
-            row["trace"] = trace
-            row["status"] = (
-                "expected-refuted" if verdict.startswith("confirmed") else "NOT-confirmed"
-            )
-            row["replay"] = "; ".join([*notes, verdict])
-        out.append(row)
-    return out
+    return [
+        mutant_row(bug, part, op, timeout_ms)
+        for bug, part, op in plan
+        if which is None or bug in which
+    ]
+
+
+def mutant_row(bug: str, part: str, op: str, timeout_ms: int = 30000) -> dict[str, Any]:
+    """One mutant of :func:`mutant_rows`: ``bug`` in ``op``'s loop, breaking ``part``."""
+    bugs = frozenset([bug])
+    row = blank_mutant_row(
+        f"S and T => {part}, list loop"
+        + (" (ghost sums)" if part in COUNT_PARTS else "")
+        + f" [{bug}]",
+        (part,) if part in COUNT_PARTS else props.STRONG_PARTS[part],
+        BOUNDS,
+        "",
+    )
+    where = ((part,), (op,), ("loop step",), bugs)
+    # (4 seeds: a quick "unknown" on a quantified query may change with it)
+    step = refuted_step(
+        row, lambda limit, seed: goals(*where, limit, True, seed=seed), timeout_ms, 4
+    )
+    if step is None:
+        return row
+    notes = ["loop step refuted"]
+    if bug == LONG_LIST_MUTANT:
+        notes[-1] += f" at entry j={_entry(step)}"
+        if not short_proved(
+            row, lambda limit, seed: goals(*where, limit, max_m=2, seed=seed), timeout_ms, 4
+        ):
+            return row
+        notes.append("with lists <= 2 the step is proved (the bounded lists cannot see it)")
+    target = "PERM" if part in COUNT_PARTS else part
+    hit, _last, dt = replay_ladder(
+        lambda limit, seed: unrolled_goal(target, op, bugs, limit, UNROLL, seed),
+        lambda g: replay(bug, part, op, g),
+        timeout_ms,
+        3,
+    )
+    row["seconds"] += dt
+    if not judged_row(row, hit, "; ".join([*notes, ""])):
+        row["status"] = "unknown"
+        row["replay"] = "; ".join([*notes, f"no counterexample with <= {UNROLL} entries"])
+    return row
 
 
 def rule_mutant_rows(
@@ -1585,37 +1565,47 @@ def rule_mutant_rows(
     from a state satisfying S, refuted, and the call's queue on the buggy spec differing
     from the semantics'. (Its loop step is not asked: with the ghost counts' recurrences
     z3 found no model in 10 s at any N of 1..6, which would be reported unknown.)"""
-    out = []
-    for bug, rule in RULE_MUTANTS.items():
-        if which is not None and bug not in which:
-            continue
-        row: dict[str, Any] = dict(
-            obligation=f"S and T => {rule}, its call as a loop [{bug}]",
-            kind="mutant",
-            technique="z3 induction",
-            invariants=(rule,),
-            bounds=BOUNDS,
-            status="unknown",
-            seconds=0.0,
-            trace=[],
-            replay=f"no counterexample with <= {UNROLL} entries",
-        )
-        for seed in range(3):
-            g = unrolled_rule_goal(rule, frozenset([bug]), timeout_ms, UNROLL, seed)
-            row["seconds"] += g.seconds
-            if g.status == "refuted":
-                row["trace"], verdict = replay_rule(bug, RULE_OPS[rule], g)
-                row["replay"] = f"unrolled to {UNROLL} entries: {verdict}"
-                row["status"] = (
-                    "expected-refuted" if verdict.startswith("confirmed") else "NOT-confirmed"
-                )
-                if row["status"] == "expected-refuted":
-                    break
-            elif g.status == "proved":
-                row["status"], row["replay"] = "NOT-refuted", ""
-                break
-        out.append(row)
-    return out
+    return [
+        rule_mutant_row(bug, rule, timeout_ms)
+        for bug, rule in RULE_MUTANTS.items()
+        if which is None or bug in which
+    ]
+
+
+def rule_mutant_row(bug: str, rule: str, timeout_ms: int = 30000) -> dict[str, Any]:
+    """One mutant of :func:`rule_mutant_rows`: ``bug``, breaking ``rule``."""
+    return unrolled_rule_row(
+        f"S and T => {rule}, its call as a loop [{bug}]",
+        rule,
+        BOUNDS,
+        lambda limit, seed: unrolled_rule_goal(rule, frozenset([bug]), limit, UNROLL, seed),
+        lambda g: replay_rule(bug, RULE_OPS[rule], g),
+        timeout_ms,
+    )
+
+
+def unrolled_rule_row(
+    obligation: str,
+    rule: str,
+    bounds: str,
+    ask: Callable[[int, int], Goal],
+    judge: Callable[[Goal], tuple[list[str], str]],
+    timeout_ms: int,
+) -> dict[str, Any]:
+    """An ordering rule's mutant row: its unrolled goal (``ask(limit_ms, seed)``) at z3
+    seeds 0..2, each with ``timeout_ms``, until a counterexample the replay (``judge``)
+    confirms, or a proof (other seeds cannot refute it): "NOT-refuted", or the last
+    counterexample judged (:func:`model.judged_row`), or "unknown"."""
+    row = blank_mutant_row(
+        obligation, (rule,), bounds, "unknown", f"no counterexample with <= {UNROLL} entries"
+    )
+    hit, last, dt = replay_ladder(ask, judge, timeout_ms, 3, stop_proved=True)
+    row["seconds"] += dt
+    if last.goal.status == "proved":
+        row["status"], row["replay"] = "NOT-refuted", ""
+    else:
+        judged_row(row, hit, f"unrolled to {UNROLL} entries: ")
+    return row
 
 
 def rows(timeout_ms: int = 60000, witnesses: bool = True) -> list[dict[str, Any]]:

@@ -74,15 +74,23 @@ from .model import (
     OPK,
     Config,
     Finite,
+    Goal,
     State,
     Unbounded,
+    all_proved,
+    any_refuted,
+    blank_mutant_row,
     cached_block,
     fresh_state,
+    goal_row,
+    goals_ladder,
     goals_status,
     hypothesis_model,
     isolated_check,
     iv,
+    name_rows,
     named,
+    not_proved_op,
     q_append,
     q_remove,
     robust_check,
@@ -281,15 +289,15 @@ def cached_goals(
     timeout_ms: int = 60000,
     refute: bool = False,
     seed: int = 0,
-) -> list[symlists.Goal]:
+) -> list[Goal]:
     """RES-CACHED's obligations proved (``refute``: looked for at N = 1..6)."""
-    out: list[symlists.Goal] = []
+    out: list[Goal] = []
     for r, case, hyp, goal, ctx in cached_obligations(bugs):
         if cases is not None and case not in cases:
             continue
         with named(f"symsorts: {r} / {case}"):
             status, dt, m = symlists._ask(hyp, goal, ctx[0], timeout_ms, refute, seed)
-        out.append(symlists.Goal(r, "GetCachedBlock", case, status, dt, m, ctx))
+        out.append(Goal(r, case, status, dt, m, ctx, op="GetCachedBlock"))
         if refute and status == "refuted":
             return out
     return out
@@ -297,11 +305,11 @@ def cached_goals(
 
 def scan_agreement_goals(
     ns: tuple[int, ...] = (1, 2, 3, 4), timeout_ms: int = 30000, bugs: frozenset[str] = frozenset()
-) -> list[symlists.Goal]:
+) -> list[Goal]:
     """At each N of ``ns``: the recurrence's ``Best[N]`` (``bugs`` go into it only) is
     ``model.cached_block`` of the same state (its keys 1..2 and per-key index arrays,
     the state here reading key j as the j-th of two distinct constants of sort Key)."""
-    out: list[symlists.Goal] = []
+    out: list[Goal] = []
     for n in ns:
         cfg = Config(Finite(n), K=2, W=2)
         ms = fresh_state(cfg, "f")
@@ -317,7 +325,7 @@ def scan_agreement_goals(
         goal = z3.Select(Best, n) == cached_block(cfg, ms, qk)
         with named(f"symsorts: RES-CACHED scan == model.cached_block / N={n}"):
             status, dt, m = isolated_check(hyp, goal, timeout_ms)
-        out.append(symlists.Goal("agreement", "GetCachedBlock", f"N={n}", status, dt, m, None))
+        out.append(Goal("agreement", f"N={n}", status, dt, m, None, op="GetCachedBlock"))
     return out
 
 
@@ -352,25 +360,16 @@ def cached_mutant_row(timeout_ms: int = 30000) -> dict[str, Any]:
     from .mutants import world_class
 
     bugs = frozenset([SCAN_MUTANT])
-    row: dict[str, Any] = dict(
-        obligation=f"RES-CACHED, scan over the blocks [{SCAN_MUTANT}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=("RES-CACHED",),
-        bounds=SORTS_BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
+    row = blank_mutant_row(
+        f"RES-CACHED, scan over the blocks [{SCAN_MUTANT}]", ("RES-CACHED",), SORTS_BOUNDS
     )
-    step: list[symlists.Goal] = []
-    for seed in range(3):
-        step = cached_goals(("scan step",), bugs, timeout_ms, True, seed)
-        row["seconds"] += sum(g.seconds for g in step)
-        if any(g.status == "refuted" for g in step):
-            break
-    if not any(g.status == "refuted" for g in step):
-        row["status"] = "NOT-refuted" if all(g.status == "proved" for g in step) else "unknown"
+    step = symlists.refuted_step(
+        row,
+        lambda limit, seed: cached_goals(("scan step",), bugs, limit, True, seed),
+        timeout_ms,
+        3,
+    )
+    if step is None:
         return row
     for n in (3, 4):
         ob = cached_obligations(bugs)[2]  # the scan's exit: P(N) is not assumed here
@@ -460,15 +459,15 @@ def atomic_goals(
     refute: bool = False,
     max_m: int | None = None,
     seed: int = 0,
-) -> list[symlists.Goal]:
-    out: list[symlists.Goal] = []
+) -> list[Goal]:
+    out: list[Goal] = []
     for op in ops:
         for r, case, hyp, goal, ctx in atomic_obligations(op, bugs, max_m):
             if cases is not None and case not in cases:
                 continue
             with named(f"symsorts: {r} / {op} / {case}"):
                 status, dt, m = symlists._ask(hyp, goal, ctx[0], timeout_ms, refute, seed)
-            out.append(symlists.Goal(r, op, case, status, dt, m, ctx))
+            out.append(Goal(r, case, status, dt, m, ctx, op=op))
             if refute and status == "refuted":
                 return out
     return out
@@ -573,15 +572,15 @@ def watch_goals(
     refute: bool = False,
     seed: int = 0,
     ops: tuple[str, ...] = symlists.LIST_OPS,
-) -> list[symlists.Goal]:
-    out: list[symlists.Goal] = []
+) -> list[Goal]:
+    out: list[Goal] = []
     for op in ops:
         for r, case, hyp, goal, ctx in watch_obligations(op, bugs):
             if cases is not None and case not in cases:
                 continue
             with named(f"symsorts: {r} / {op} / {case}"):
                 status, dt, m = symlists._ask(hyp, goal, ctx[0], timeout_ms, refute, seed)
-            out.append(symlists.Goal(r, op, case, status, dt, m, ctx))
+            out.append(Goal(r, case, status, dt, m, ctx, op=op))
             if refute and status == "refuted":
                 return out
     return out
@@ -590,10 +589,10 @@ def watch_goals(
 # -- witnesses, mutants, rows ----------------------------------------------------------------
 
 
-def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
+def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
     """Each hypothesis of :func:`obligations` has a model at N = n (RES-CACHED: two blocks
     holding the queried key preferred; a loop step: a list of >= 3 entries and j = 2)."""
-    out: list[symlists.Goal] = []
+    out: list[Goal] = []
     for r, op, case, hyp, _goal, ctx in obligations(parts=False):  # (parts: below)
         N, s = ctx[0], ctx[1]
         if op == "GetCachedBlock":
@@ -602,7 +601,7 @@ def witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
         else:
             prefer = [ctx[2].m >= 3, *([ctx[3] == 2] if case == "loop step" else [])]
         st, dt, m = hypothesis_model([*hyp, n == N], [prefer, []], timeout_ms)
-        out.append(symlists.Goal(r, op, case, st, dt, m, ctx))
+        out.append(Goal(r, case, st, dt, m, ctx, op=op))
     return out
 
 
@@ -668,38 +667,31 @@ def witness_row(timeout_ms: int = 20000, n: int = 3, state: bool = True) -> dict
     )
 
 
-def _step_mutant_row(rule: str, bug: str, ask: Any, short: Any | None, note: str) -> dict[str, Any]:
-    """A mutant whose loop step must be refuted here (and, with ``short``, proved with
-    lists of <= 2 entries); its decoded replay is symlists' row of the same mutant (K = W
-    = 2): ``note`` says so."""
-    row: dict[str, Any] = dict(
-        obligation=f"{rule}, keys and watchers as sorts [{bug}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=(rule,),
-        bounds=SORTS_BOUNDS,
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
+def _step_mutant_row(
+    rule: str,
+    bug: str,
+    ask: Callable[[int, int], list[Goal]],
+    short: Callable[[int, int], list[Goal]] | None,
+    note: str,
+    timeout_ms: int,
+) -> dict[str, Any]:
+    """A mutant whose loop step must be refuted here (``ask(limit_ms, seed)``: asked at z3
+    seeds 0..2, each with ``timeout_ms``, until refuted or proved) and, with ``short``,
+    proved with lists of <= 2 entries (asked once: :func:`symlists.short_proved`); its
+    decoded replay is symlists' row of the same mutant (K = W = 2): ``note`` says so."""
+    row = blank_mutant_row(f"{rule}, keys and watchers as sorts [{bug}]", (rule,), SORTS_BOUNDS)
+    step, dt = goals_ladder(
+        ask, lambda gs: any_refuted(gs) or all_proved(gs), timeout_ms, 3, cap_ms=timeout_ms
     )
-    for seed in range(3):
-        step = ask(seed)
-        row["seconds"] += sum(g.seconds for g in step)
-        if any(g.status == "refuted" for g in step):
-            row["status"], row["replay"] = "expected-refuted", f"loop step refuted; {note}"
-            break
-        if all(g.status == "proved" for g in step):
-            row["status"] = "NOT-refuted"
-            return row
-    if row["status"] == "expected-refuted" and short is not None:
-        gs = short()
-        row["seconds"] += sum(g.seconds for g in gs)
-        if not all(g.status == "proved" for g in gs):
-            row["status"] = "NOT-confirmed"
-            row["replay"] = "lists <= 2 should not show it, but the step is not proved there"
-        else:
-            row["replay"] += "; with lists <= 2 the step is proved"
+    row["seconds"] += dt
+    if any_refuted(step):
+        row["status"], row["replay"] = "expected-refuted", f"loop step refuted; {note}"
+    elif all_proved(step):
+        row["status"] = "NOT-refuted"
+        return row
+    refuted = row["status"] == "expected-refuted"
+    if refuted and short is not None and symlists.short_proved(row, short, timeout_ms, 1):
+        row["replay"] += "; with lists <= 2 the step is proved"
     return row
 
 
@@ -716,20 +708,24 @@ def mutant_rows(timeout_ms: int = 30000, state: bool = True) -> list[dict[str, A
         _step_mutant_row(
             "ERR-ATOMIC",
             symlists.ATOMIC_MUTANT,
-            lambda seed: atomic_goals(
-                ("FreeBlocks",), ("loop step",), atomic, timeout_ms, True, seed=seed
+            lambda limit, seed: atomic_goals(
+                ("FreeBlocks",), ("loop step",), atomic, limit, True, seed=seed
             ),
-            lambda: atomic_goals(("FreeBlocks",), ("loop step",), atomic, timeout_ms, max_m=2),
+            lambda limit, seed: atomic_goals(
+                ("FreeBlocks",), ("loop step",), atomic, limit, max_m=2, seed=seed
+            ),
             replayed,
+            timeout_ms,
         ),
         _step_mutant_row(
             "WATCH-FIRE",
             WATCH_MUTANT,
-            lambda seed: watch_goals(
-                ("loop step",), watch, timeout_ms, True, seed, ops=("UnpinBlocks",)
+            lambda limit, seed: watch_goals(
+                ("loop step",), watch, limit, True, seed, ops=("UnpinBlocks",)
             ),
             None,
             replayed,
+            timeout_ms,
         ),
     ]
 
@@ -739,7 +735,7 @@ def proof_rows(timeout_ms: int = 60000, state: bool = True) -> list[dict[str, An
     scan's with model.cached_block; with ``state`` the ordering rules and S's parts
     too."""
     out: list[dict[str, Any]] = []
-    parts: list[tuple[str, str, Callable[..., list[symlists.Goal]]]] = [
+    parts: list[tuple[str, str, Callable[..., list[Goal]]]] = [
         ("RES-CACHED", "RES-CACHED, get_cached_block's scan by its recurrence", cached_goals),
         ("ERR-ATOMIC", "ERR-ATOMIC, list calls as loops, keys and watchers as sorts", atomic_goals),
         ("WATCH-FIRE", "WATCH-FIRE, list calls as loops, keys and watchers as sorts", watch_goals),
@@ -754,36 +750,20 @@ def proof_rows(timeout_ms: int = 60000, state: bool = True) -> list[dict[str, An
             ("ORD-UNPIN", "ORD-UNPIN, its call as a loop, keys and watchers as sorts", rule_goals),
         ]
     for rule, title, fn in parts:
-        gs = fn(timeout_ms=timeout_ms)
-        gs = [g for g in gs if g.name == rule]  # (rule_goals: one rule's row each)
-        status, bad = goals_status(gs)
-        out.append(
-            dict(
-                obligation=title,
-                kind="inductive",
-                technique="z3 induction",
-                invariants=(rule,),
-                bounds=f"{SORTS_BOUNDS}; {len(gs)} queries",
-                status=status,
-                seconds=sum(g.seconds for g in gs),
-                replay="; ".join(f"not proved: {g.op} {g.case} ({g.status})" for g in bad),
-            )
-        )
-    ps = part_goals(timeout_ms=timeout_ms) if state else []
-    for part in SORTED_PARTS if state else ():
-        mine = [g for g in ps if g.name == part]
-        status, bad = goals_status(mine)
-        out.append(
-            dict(
-                obligation=f"S and T => {part}, list calls as loops, keys and watchers as sorts",
-                kind="inductive",
-                technique="z3 induction",
-                invariants=claims(part),
-                bounds=f"{SORTS_BOUNDS}; {len(symlists.LIST_OPS)} list calls x loop init/step/exit",
-                status=status,
-                seconds=sum(g.seconds for g in mine),
-                replay="; ".join(f"not proved: {g.op} {g.case} ({g.status})" for g in bad),
-            )
+        gs = [
+            g for g in fn(timeout_ms=timeout_ms) if g.name == rule
+        ]  # (rule_goals: one rule's row each)
+        bounds = f"{SORTS_BOUNDS}; {len(gs)} queries"
+        out.append(goal_row(title, gs, bounds, (rule,), not_proved_op))
+    if state:
+        per_call = f"{SORTS_BOUNDS}; {len(symlists.LIST_OPS)} list calls x loop init/step/exit"
+        out += name_rows(
+            part_goals(timeout_ms=timeout_ms),
+            SORTED_PARTS,
+            lambda part: f"S and T => {part}, list calls as loops, keys and watchers as sorts",
+            lambda part, mine: per_call,
+            claims,
+            not_proved_op,
         )
     loops = agreement_goals(timeout_ms=timeout_ms)
     bad = [g for g in loops if g.status != "proved"]
@@ -1148,8 +1128,8 @@ def part_goals(
     refute: bool = False,
     max_m: int | None = None,
     seed: int = 0,
-) -> list[symlists.Goal]:
-    out: list[symlists.Goal] = []
+) -> list[Goal]:
+    out: list[Goal] = []
     for op in ops:
         for p, case, hyp, goal, ctx in part_obligations(op, bugs, max_m, parts=parts):
             if cases is not None and case not in cases:
@@ -1159,7 +1139,7 @@ def part_goals(
                     status, dt, m = symlists._ask(hyp, goal, ctx[0], timeout_ms, refute, seed)
                 else:
                     status, dt, m = _prove(hyp, goal, timeout_ms, seed)
-            out.append(symlists.Goal(p, op, case, status, dt, m, ctx))
+            out.append(Goal(p, case, status, dt, m, ctx, op=op))
             if refute and status == "refuted":
                 return out
     return out
@@ -1276,12 +1256,12 @@ def agreement_goals(
     timeout_ms: int = 60000,
     refute: bool = False,
     ops: tuple[str, ...] = symlists.LIST_OPS,
-) -> list[symlists.Goal]:
+) -> list[Goal]:
     """Each call's agreement proved (one query). With ``refute`` (a bug's search): each
     conjunct of the goal asked apart at N = 3, z3 seeds 0..3 (time doubling, to 4x),
     until one is refuted (the whole goal's equalities of arrays built from lambdas leave
     z3 "unknown" on a model)."""
-    out: list[symlists.Goal] = []
+    out: list[Goal] = []
     for r, op, hyp, goal, ctx in agreement_obligations(bugs):
         if op not in ops:
             continue
@@ -1289,7 +1269,7 @@ def agreement_goals(
         if not refute:
             with named(name):
                 status, dt, m = isolated_check(hyp, goal, timeout_ms)
-            out.append(symlists.Goal(r, op, "one entry", status, dt, m, ctx))
+            out.append(Goal(r, "one entry", status, dt, m, ctx, op=op))
             continue
         status, dt, m, seen = "proved", 0.0, None, set()
         for c in _conjuncts(goal):
@@ -1306,7 +1286,7 @@ def agreement_goals(
                 break
         if status != "refuted":
             status = "unknown" if "unknown" in seen else "proved"
-        out.append(symlists.Goal(r, op, "one entry", status, dt, m, ctx))
+        out.append(Goal(r, "one entry", status, dt, m, ctx, op=op))
     return out
 
 
@@ -1352,11 +1332,11 @@ def decode_sstate(mdl: z3.ModelRef, n: int, s: SState) -> Any:
 
 def part_witness_goals(
     timeout_ms: int = 20000, n: int = 3, parts: tuple[str, ...] = SORTED_PARTS
-) -> list[symlists.Goal]:
+) -> list[Goal]:
     """Each distinct sorted part hypothesis (all of the sorted S, per call and case; or
     :data:`WATCH_PART`'s own) has a model at N = n: a list of >= 3 entries and j = 2
     preferred."""
-    out: list[symlists.Goal] = []
+    out: list[Goal] = []
     for op in symlists.LIST_OPS:
         seen: set[str] = set()
         for p, case, hyp, _goal, ctx in part_obligations(op, full=True, parts=parts):
@@ -1369,7 +1349,7 @@ def part_witness_goals(
             rich = [z3.Select(u.keyed, 1), z3.Select(z3.Select(u.pend, z3.Const("w!", WATCHER)), 2)]
             hyps = [*hyp, n == ctx[0]]
             st, dt, m = hypothesis_model(hyps, [[*prefer, *rich], prefer, []], timeout_ms)
-            out.append(symlists.Goal(p, op, case, st, dt, m, ctx))
+            out.append(Goal(p, case, st, dt, m, ctx, op=op))
     return out
 
 
@@ -1378,11 +1358,11 @@ RULE_WITNESS_PARTS = SORTED_PARTS
 ``full``)."""
 
 
-def rule_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goal]:
+def rule_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[Goal]:
     """Each sorted rule hypothesis (all of the sorted S) has a model at N = n, the ghosts
     pinned to their closed form on a list of 3 entries, as symlists' witnesses do (z3
     finds no model of their recurrences alone in minutes): still models of them."""
-    out: list[symlists.Goal] = []
+    out: list[Goal] = []
     cfg = symlists._cfg(frozenset())
     for rule, op in symlists.RULE_OPS.items():
         for r, case, hyp, _goal, ctx in rule_obligations(rule, full=True):
@@ -1392,12 +1372,12 @@ def rule_witness_goals(timeout_ms: int = 20000, n: int = 3) -> list[symlists.Goa
             pins += [g.pre[c] == closed.pre[c] for c in g.pre]
             prefer = [*pins, *([j == 2] if j is not None else [])]
             st, dt, m = hypothesis_model([*hyp, n == N], [prefer, pins], timeout_ms)
-            out.append(symlists.Goal(r, op, case, st, dt, m, ctx))
+            out.append(Goal(r, case, st, dt, m, ctx, op=op))
     return out
 
 
 def part_witness_problems(
-    ws: list[symlists.Goal], n: int, parts: tuple[str, ...] = SORTED_PARTS
+    ws: list[Goal], n: int, parts: tuple[str, ...] = SORTED_PARTS
 ) -> list[str]:
     """The witnesses' states decoded must pass the spec's invariants that the sorted S
     claims (all but INV-WATCH, whose count is not stated with the sorts)."""
@@ -1427,14 +1407,18 @@ def part_mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
             continue
         b = frozenset([bug])
 
-        def ask(seed: int, part: str = part, op: str = op, b: frozenset[str] = b) -> Any:
-            return part_goals((part,), (op,), ("loop step",), b, timeout_ms, True, seed=seed)
+        def ask(
+            limit: int, seed: int, part: str = part, op: str = op, b: frozenset[str] = b
+        ) -> Any:
+            return part_goals((part,), (op,), ("loop step",), b, limit, True, seed=seed)
 
-        def short(part: str = part, op: str = op, b: frozenset[str] = b) -> Any:
-            return part_goals((part,), (op,), ("loop step",), b, timeout_ms, max_m=2)
+        def short(
+            limit: int, seed: int, part: str = part, op: str = op, b: frozenset[str] = b
+        ) -> Any:
+            return part_goals((part,), (op,), ("loop step",), b, limit, max_m=2, seed=seed)
 
         row = _step_mutant_row(
-            part, bug, ask, short if bug == symlists.LONG_LIST_MUTANT else None, note
+            part, bug, ask, short if bug == symlists.LONG_LIST_MUTANT else None, note, timeout_ms
         )
         row["invariants"] = claims(part)
         rows.append(row)
@@ -1501,15 +1485,15 @@ def rule_goals(
     bugs: frozenset[str] = frozenset(),
     timeout_ms: int = 60000,
     seed: int = 0,
-) -> list[symlists.Goal]:
-    out: list[symlists.Goal] = []
+) -> list[Goal]:
+    out: list[Goal] = []
     for rule in rules:
         for r, case, hyp, goal, ctx in rule_obligations(rule, bugs):
             if cases is not None and case not in cases:
                 continue
             with named(f"symsorts: {r} / {case}"):
                 status, dt, m = _prove(hyp, goal, timeout_ms, seed)
-            out.append(symlists.Goal(r, symlists.RULE_OPS[rule], case, status, dt, m, ctx))
+            out.append(Goal(r, case, status, dt, m, ctx, op=symlists.RULE_OPS[rule]))
     return out
 
 
@@ -1530,7 +1514,7 @@ def unrolled(
 
 def unrolled_rule_goal(
     rule: str, bugs: frozenset[str], timeout_ms: int = 30000, seed: int = 0
-) -> symlists.Goal:
+) -> Goal:
     """The rule of an accepted call on at most :data:`symlists.UNROLL` entries, the sorted
     loop unrolled, from a state satisfying the sorted S (the ghosts in closed form):
     a refutation is a concrete state and call, for the replay."""
@@ -1554,7 +1538,7 @@ def unrolled_rule_goal(
         dt += took
         if status == "refuted":
             break
-    return symlists.Goal(rule, op, f"unrolled <= {n}", status, dt, m, (N, s, a))
+    return Goal(rule, f"unrolled <= {n}", status, dt, m, (N, s, a), op=op)
 
 
 RULE_REFUTE_NS = (3, 4)
@@ -1585,53 +1569,35 @@ def rule_mutant_rows(timeout_ms: int = 30000) -> list[dict[str, Any]]:
     entries: refuted, decoded, and replayed on the buggy spec, whose free queue must
     differ from the semantics'. (The loop step is not asked with a mutant, as in
     symlists: with the ghosts' recurrences z3 finds no model.)"""
-    from kvpool.spec import World, check_pool
+    return [rule_mutant_row(bug, rule, timeout_ms) for bug, rule in symlists.RULE_MUTANTS.items()]
 
-    from .mutants import world_class
 
-    out = []
-    for bug, rule in symlists.RULE_MUTANTS.items():
-        op = symlists.RULE_OPS[rule]
-        row: dict[str, Any] = dict(
-            obligation=f"{rule}, keys and watchers as sorts [{bug}]",
-            kind="mutant",
-            technique="z3 induction",
-            invariants=(rule,),
-            bounds=SORTS_BOUNDS,
-            status="unknown",
-            seconds=0.0,
-            trace=[],
-            replay=f"no counterexample with <= {symlists.UNROLL} entries",
-        )
-        for seed in range(3):
-            g = unrolled_rule_goal(rule, frozenset([bug]), timeout_ms, seed)
-            row["seconds"] += g.seconds
-            if g.status == "proved":
-                row["status"], row["replay"] = "NOT-refuted", ""
-                break
-            if g.status != "refuted" or g.model is None:
-                continue
-            N, s, a = g.ctx
-            n = int(g.model.eval(N, model_completion=True).as_long())
-            ps, call = decode_sstate(g.model, n, s), decode_call(g.model, op, a, n)
-            row["trace"] = [f"state: N={n} {ps.describe()}", repr(call)]
-            if [v for v in check_pool(ps) if v.invariant != "INV-WATCH"]:
-                row["status"], row["replay"] = "NOT-confirmed", "decoded state breaks S"
-                continue
-            good, bad = World([ps.copy()], [True]), world_class(bug).from_state(bug, ps)
-            good.apply(call)
-            bad.apply(call)
-            mine, spec = list(bad.pools[0].free), list(good.pools[0].free)
-            if mine != spec:
-                row["status"] = "expected-refuted"
-                row["replay"] = (
-                    f"unrolled to {symlists.UNROLL} entries: confirmed: the free queue is "
-                    f"{mine}, the semantics' {spec}"
-                )
-                break
-            row["status"], row["replay"] = "NOT-confirmed", "NOT confirmed by replay"
-        out.append(row)
-    return out
+def rule_mutant_row(bug: str, rule: str, timeout_ms: int = 30000) -> dict[str, Any]:
+    """One mutant of :func:`rule_mutant_rows`: ``bug``, breaking ``rule``."""
+    return symlists.unrolled_rule_row(
+        f"{rule}, keys and watchers as sorts [{bug}]",
+        rule,
+        SORTS_BOUNDS,
+        lambda limit, seed: unrolled_rule_goal(rule, frozenset([bug]), limit, seed),
+        lambda g: _replay_rule(bug, symlists.RULE_OPS[rule], g),
+        timeout_ms,
+    )
+
+
+def _replay_rule(bug: str, op: str, g: Goal) -> tuple[list[str], str]:
+    """An unrolled counterexample on the sorted state decoded (S but INV-WATCH must hold
+    in it), its call replayed on the buggy spec and on the spec
+    (:func:`symlists.queue_verdict`)."""
+    from kvpool.spec import check_pool
+
+    assert g.model is not None  # (replay_ladder judges refutations, each with its model)
+    N, s, a = g.ctx
+    n = int(g.model.eval(N, model_completion=True).as_long())
+    ps, call = decode_sstate(g.model, n, s), decode_call(g.model, op, a, n)
+    trace = [f"state: N={n} {ps.describe()}", repr(call)]
+    if [v for v in check_pool(ps) if v.invariant != "INV-WATCH"]:
+        return trace, "decoded state breaks S"
+    return trace, symlists.queue_verdict(bug, ps, call)
 
 
 # -- WATCH-PER-BLOCK with the sorts (make proofs-deep) --------------------------------------
@@ -1678,18 +1644,11 @@ def watch_part_rows(timeout_ms: int = 60000) -> list[dict[str, Any]]:
     for bug in WATCH_MUTANTS:
         b = frozenset([bug])
 
-        def ask(seed: int, b: frozenset[str] = b) -> Any:
+        def ask(limit: int, seed: int, b: frozenset[str] = b) -> Any:
             return part_goals(
-                (WATCH_PART,),
-                ("UnpinBlocks",),
-                ("loop step",),
-                b,
-                timeout_ms // 4,
-                True,
-                seed=seed,
+                (WATCH_PART,), ("UnpinBlocks",), ("loop step",), b, limit, True, seed=seed
             )
 
-        out.append(
-            _step_mutant_row(WATCH_PART, bug, ask, None, "its replay: symlists' row (K = W = 2)")
-        )
+        note = "its replay: symlists' row (K = W = 2)"
+        out.append(_step_mutant_row(WATCH_PART, bug, ask, None, note, timeout_ms // 4))
     return out

@@ -76,15 +76,18 @@ from . import props
 from .model import (
     OPK,
     Config,
+    Goal,
     State,
     Unbounded,
+    blank_mutant_row,
     fresh_state,
-    goals_status,
     hypothesis_model,
     isolated_check,
     iv,
     merge,
+    name_rows,
     named,
+    robust_check,
     state_eq,
     to_int,
 )
@@ -693,16 +696,6 @@ def obligations(
     return out
 
 
-@dataclass
-class Goal:
-    name: str
-    case: str
-    status: str
-    seconds: float
-    model: z3.ModelRef | None = None
-    ob: Obligation | None = None
-
-
 SEEDS = 3
 """A proof still unknown is asked again at the next z3 seed, up to this many."""
 
@@ -711,16 +704,14 @@ def prove(
     obs: list[Obligation], timeout_ms: int = 60000, extra: tuple[Any, ...] = ()
 ) -> list[Goal]:
     """Each obligation in a context of its own (``isolated_check``), an unknown asked
-    again at the next seed (up to :data:`SEEDS`)."""
+    again at the next seed (up to :data:`SEEDS`, each with ``timeout_ms``:
+    :func:`model.robust_check`); a goal's ``ctx`` is its obligation."""
     out = []
     for ob in obs:
-        total, status, m = 0.0, "unknown", None
-        for seed in range(SEEDS):
-            with named(f"two pools, list loops: {ob.name} / {ob.case}"):
-                status, dt, m = isolated_check([*ob.hyp, *extra], ob.goal, timeout_ms, seed)
-            total += dt
-            if status != "unknown":
-                break
+        with named(f"two pools, list loops: {ob.name} / {ob.case}"):
+            status, total, m = robust_check(
+                [*ob.hyp, *extra], ob.goal, timeout_ms, SEEDS, cap_ms=timeout_ms
+            )
         out.append(Goal(ob.name, ob.case, status, total, m, ob))
     return out
 
@@ -730,25 +721,17 @@ def prove(
 
 def rows(timeout_ms: int = 60000, names: tuple[str, ...] = NAMES) -> list[dict[str, Any]]:
     """One row per obligation: every case's loop init, step and exit proved."""
-    gs = prove(obligations(names), timeout_ms)
-    out = []
-    for name in names:
-        mine = [g for g in gs if g.name == name]
-        status, bad = goals_status(mine)
-        given = ", given pool p's PERM and INV-REF" if name == "FREE-FORWARD" else ""
-        out.append(
-            dict(
-                obligation=f"T => {name} (two pools, list calls as loops)",
-                kind="inductive",
-                technique="z3 induction",
-                invariants=(name,),
-                bounds=f"{BOUNDS}{given} ({len(mine)} loop cases)",
-                status=status,
-                seconds=sum(g.seconds for g in mine),
-                replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad[:3]),
-            )
-        )
-    return out
+
+    def given(name: str) -> str:
+        return ", given pool p's PERM and INV-REF" if name == "FREE-FORWARD" else ""
+
+    return name_rows(
+        prove(obligations(names), timeout_ms),
+        names,
+        lambda name: f"T => {name} (two pools, list calls as loops)",
+        lambda name, mine: f"{BOUNDS}{given(name)} ({len(mine)} loop cases)",
+        most=3,
+    )
 
 
 # -- the seeded bugs: refuted for every list length, proved with lists <= 2, and replayed ------
@@ -916,16 +899,10 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
     satisfy S, a counterexample that the spec confirms (:func:`confirm`)."""
     name, op, _ = BUGS[bug]
     bugs = frozenset([bug])
-    row: dict[str, Any] = dict(
-        obligation=f"T => {name} (two pools, list calls as loops) [{bug}]",
-        kind="mutant",
-        technique="z3 induction",
-        invariants=(name,),
-        bounds=f"{BOUNDS} (a counterexample unrolled to {UNROLL} entries, N_0, N_1 <= 4)",
-        status="unknown",
-        seconds=0.0,
-        trace=[],
-        replay="",
+    row = blank_mutant_row(
+        f"T => {name} (two pools, list calls as loops) [{bug}]",
+        (name,),
+        f"{BOUNDS} (a counterexample unrolled to {UNROLL} entries, N_0, N_1 <= 4)",
     )
     worlds = reached_worlds()
     steps = [o for o in obligations((name,), bugs, (op,)) if "loop step" in o.case]

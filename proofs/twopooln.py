@@ -63,15 +63,16 @@ from .model import (
     ERRORS,
     OPK,
     Config,
+    Goal,
     Unbounded,
     fresh_args,
-    goals_status,
     hypothesis_model,
     initial,
     int_sort,
     isolated_check,
     iv,
     merge,
+    name_rows,
     named,
     op_free_blocks,
     state_eq,
@@ -145,16 +146,6 @@ class Obligation:
     """The pool whose ``S`` and counts the hypothesis holds (None: no pool's)."""
     ghost: Ghost | None = None
     """Pool ``pool``'s ghosts before the call, for the counts (to check a witness)."""
-
-
-@dataclass
-class Goal:
-    name: str
-    case: str
-    status: str
-    seconds: float
-    model: z3.ModelRef | None = None
-    ob: Obligation | None = None
 
 
 def _seed(st: Step2, bugs: frozenset[str]) -> None:
@@ -523,26 +514,15 @@ def rows(
 ) -> list[dict[str, Any]]:
     """One row per obligation of ``names`` (``runner.ObligationResult(**row)``): every
     case proved (on ``st``, the correct step, built when not given)."""
-    gs = prove(obligations_of(st or setting(), names), timeout_ms)
-    out = []
-    for name in names:
-        mine = [g for g in gs if g.name == name]
-        status, bad = goals_status(mine)
-        how = " (ghost sums)" if name in PARTS else ""
-        given = GIVEN_TEXT if name in GIVEN_S else ""
-        out.append(
-            dict(
-                obligation=f"S and T => {name}{how} (two pools, every N)",
-                kind="inductive",
-                technique="z3 induction",
-                invariants=(name,),
-                bounds=f"{BOUNDS}{given} ({len(mine)} cases)",
-                status=status,
-                seconds=sum(g.seconds for g in mine),
-                replay="; ".join(f"not proved: {g.case} ({g.status})" for g in bad[:3]),
-            )
-        )
-    return out
+    return name_rows(
+        prove(obligations_of(st or setting(), names), timeout_ms),
+        names,
+        lambda name: (
+            f"S and T => {name}{' (ghost sums)' if name in PARTS else ''} (two pools, every N)"
+        ),
+        lambda name, mine: f"{BOUNDS}{GIVEN_TEXT if name in GIVEN_S else ''} ({len(mine)} cases)",
+        most=3,
+    )
 
 
 def _ghost_problem(m: z3.ModelRef, ob: Obligation, world: World) -> str:

@@ -58,13 +58,19 @@ LADDER: tuple[dict[str, str], ...] = (
     {},
     {"full-saturate-quant": "true"},
     {"mbqi": "true", "fmf-bound": "true"},
+    {"e-matching": "false", "enum-inst": "true"},
 )
 """cvc5's settings tried in turn on a quantified query it leaves unknown (a
 quantifier-free one is asked once: these settings act on quantifiers only). Measured
 on the symbolic lists' queries (2026-12-05): ``full-saturate-quant`` settles the loop
 steps of PERM for Touch and UnpinBlocks, ``mbqi`` with ``fmf-bound`` the one for
 FreeBlocks; ``enum-inst``, ``mbqi`` alone and ``cegqi=false`` settled none that these
-did not."""
+did not. The last, enumerative instantiation *instead of* E-matching (2026-12-06),
+settles two pools' FREE-FORWARD accept step "counts p" (:mod:`.twolists`: unsat in 1.5
+s, unknown at 8 s under each of the others): the count's recurrence
+``Cnt(x, j + 1) = Cnt(x, j) + ...`` must be instantiated at the goal's Skolem block and
+``j``, a ground term ``Cnt(b, j)`` E-matching never meets (the goal names only
+``Cnt(b, j + 1)``). Settings change how cvc5 searches, not what the query says."""
 
 FAMILIES: dict[str, str] = {
     "twopool": "two pools (fixed-N induction, every-N, their witnesses' and mutants' "
@@ -75,6 +81,7 @@ FAMILIES: dict[str, str] = {
     "twopooln": "two pools' counts and rules for every N",
     "symsorts": "keys and watcher ids as sorts",
     "hot-source": "impl/pool.py's hot paths from source",
+    "twolists": "two pools' list calls as loops (every list length)",
 }
 """The parts whose proved queries this module re-asks, by the runner's part name."""
 
@@ -415,6 +422,8 @@ def _part_of(r: Any) -> str | None:
         return "hot-source"
     if "(two pools, every N)" in r.obligation:
         return "twopooln"
+    if "(two pools, list calls as loops)" in r.obligation:
+        return "twolists"
     if "two pools" in where:
         return "twopool"
     if "multi-key" in where:

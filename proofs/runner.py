@@ -1587,10 +1587,12 @@ def run(
                 ]
             rows += [ObligationResult(**r) for r in cvc5more.rows("twopooln", rec, p["cvc5_more"])]
         if p["twopool_lists"]:  # (twolists.py: the POOL_RULES with lists of any length)
-            rows += [
-                ObligationResult(**r)
-                for r in twolists.all_rows(p["ind_timeout"], p["twopool_lists"])
-            ]
+            with cvc5more.recorder("twolists" in p["cvc5_more"], "two pools, list loops") as rec:
+                rows += [
+                    ObligationResult(**r)
+                    for r in twolists.all_rows(p["ind_timeout"], p["twopool_lists"])
+                ]
+            rows += [ObligationResult(**r) for r in cvc5more.rows("twolists", rec, p["cvc5_more"])]
     if want("multikey"):  # blocks with several keys (multikey.py)
         with cvc5more.recorder("multikey" in p["cvc5_more"], "multi-key") as rec:
             rows += [ObligationResult(**r) for r in multikey.part_rows(p["multikey"])]

@@ -708,15 +708,20 @@ SEEDS = 3
 
 
 def prove(
-    obs: list[Obligation], timeout_ms: int = 60000, extra: tuple[Any, ...] = ()
+    obs: list[Obligation],
+    timeout_ms: int = 60000,
+    extra: tuple[Any, ...] = (),
+    label: str = "two pools, list loops",
 ) -> list[Goal]:
     """Each obligation in a context of its own (``isolated_check``), an unknown asked
-    again at the next seed (up to :data:`SEEDS`)."""
+    again at the next seed (up to :data:`SEEDS`); recorded (``model.named``) as
+    "``label``: name / case" (a seeded bug's: "mutant: ...", which a second solver's row
+    leaves out: ``cvc5more.groups``)."""
     out = []
     for ob in obs:
         total, status, m = 0.0, "unknown", None
         for seed in range(SEEDS):
-            with named(f"two pools, list loops: {ob.name} / {ob.case}"):
+            with named(f"{label}: {ob.name} / {ob.case}"):
                 status, dt, m = isolated_check([*ob.hyp, *extra], ob.goal, timeout_ms, seed)
             total += dt
             if status != "unknown":
@@ -944,7 +949,8 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
                 yield _sizes(ob.wd, ns), min(timeout_ms, PIN_MS)
 
         for at, limit in wheres():
-            status, dt, m = isolated_check([*ob.hyp, *at], ob.goal, limit)
+            with named(f"mutant: {bug}: two pools, list loops: {ob.name} / {ob.case}"):
+                status, dt, m = isolated_check([*ob.hyp, *at], ob.goal, limit)
             row["seconds"] += dt
             if status == "refuted" and m is not None:
                 hit = (ob, m)
@@ -960,7 +966,7 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
     jv = m.eval(ob.j, model_completion=True) if ob.j is not None else "?"
     notes.append(f"loop step refuted ({ob.case}, entry j={jv})")
     bounded = [replace(o, hyp=[*o.hyp, o.wd.call.a.m <= LATE]) for o in steps]
-    short = prove(bounded, min(timeout_ms, SHORT_MS))
+    short = prove(bounded, min(timeout_ms, SHORT_MS), label=f"mutant: {bug}: two pools, list loops")
     row["seconds"] += sum(g.seconds for g in short)
     if any(g.status != "proved" for g in short):
         row["status"] = "NOT-confirmed"
@@ -977,7 +983,7 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
             *(([*_sizes(bad, ns), *_small(bad)], timeout_ms) for ns in REFUTE_NS),
         )
         for at, limit in unrolled_wheres:
-            with named(f"two pools, list loops: {name} [{bug}] unrolled <= {UNROLL}"):
+            with named(f"mutant: two pools, list loops: {name} [{bug}] unrolled <= {UNROLL}"):
                 status, dt, m = isolated_check([*hyp, *at], goal, limit)
             row["seconds"] += dt
             if status != "refuted" or m is None:

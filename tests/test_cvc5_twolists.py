@@ -1,0 +1,107 @@
+"""cvc5 on two pools' list calls as loops (proofs/twolists.py, proofs/cvc5more.py's
+"twolists" family): its proved queries are recorded and re-asked of cvc5, its seeded
+bugs' queries are not, and a seeded bug's step, passed off as proved, is a disagreement
+that fails the run."""
+
+from __future__ import annotations
+
+import pytest
+import z3  # type: ignore[import-untyped]
+
+from kvpool.proofs import cvc5more, runner, smtlib, twolists
+from kvpool.proofs.model import Record, recording
+from kvpool.verify import proof_checks
+
+
+def _step(bug: str, caller: int = 0) -> twolists.Obligation:
+    name, op, _ = twolists.BUGS[bug]
+    (ob,) = [
+        o
+        for o in twolists.obligations((name,), frozenset([bug]), (op,), (caller,))
+        if o.case.endswith("loop step")
+    ]
+    return ob
+
+
+def test_the_deep_profile_sends_twolists_to_cvc5() -> None:
+    assert "twolists" in cvc5more.FAMILIES
+    assert "twolists" in runner.PROFILES["deep"]["cvc5_more"]
+    assert runner.PROFILES["deep"]["twopool_lists"] == twolists.NAMES
+
+
+def test_a_seeded_bugs_proofs_are_not_recorded_as_the_rules() -> None:
+    """The seeded bugs' proofs with lists <= 2 are recorded under "mutant: ..." names,
+    which no cvc5 row counts among the proved queries."""
+    ob = _step("refusal-keeps-forwarded")
+    bounded = twolists.Obligation(
+        ob.name, ob.case, [*ob.hyp, ob.wd.call.a.m <= twolists.LATE], ob.goal, ob.wd
+    )
+    with recording() as rec:
+        (g,) = twolists.prove([bounded], 10000, label="mutant: refusal-keeps-forwarded")
+    assert g.status == "proved"
+    assert [r[0].startswith("mutant: ") for r in rec] == [True]
+    assert cvc5more.groups(rec) == []
+
+
+def test_twolists_rows_are_a_part_of_their_own_on_the_dashboard() -> None:
+    def r(ob: str, kind: str, bounds: str, status: str) -> runner.ObligationResult:
+        return runner.ObligationResult(ob, kind, "z3 induction", ("X",), bounds, status, 0.0)
+
+    rows = [
+        r(
+            "T => DROP-GONE (two pools, list calls as loops)",
+            "inductive",
+            twolists.BOUNDS,
+            "proved",
+        ),
+        r("INV-REF (two pools)", "fixed-N", "N=2+2 (two pools), every k", "proved"),
+        r(f"cvc5 re-checks {cvc5more.FAMILIES['twolists']}", "second solver", "", "agree"),
+    ]
+    note = cvc5more.solvers_note(rows)
+    assert "twolists (1 rows): z3 + cvc5" in note
+    assert "twopool (1 rows): z3 only" in note
+
+
+def test_a_seeded_bugs_step_passed_off_as_proved_is_a_disagreement() -> None:
+    """The seeded bug: ``refusal-keeps-forwarded``'s loop step (a refused free keeps
+    the forwarded pool's changes from the third entry on), which z3 refutes, recorded
+    as proved. cvc5 finds a model, the row says "disagree", and the second-solver line
+    of the dashboard fails."""
+    ob = _step("refusal-keeps-forwarded")
+    status, _, _ = twolists.isolated_check(ob.hyp, ob.goal, 10000)
+    assert status == "refuted"  # (the seeded bug is a real one)
+    recs: list[Record] = [("two pools, list loops: seeded", ob.hyp, ob.goal, "proved")]
+    row = cvc5more.row("twolists", recs, with_probe=False)
+    assert row["status"] == "disagree", row
+    assert "cvc5 says sat (disagrees)" in row["replay"]
+    result = runner.ObligationResult(**row)
+    (second,) = [c for c in proof_checks([result]) if c.name.startswith("cvc5 re-checks")]
+    assert not second.ok
+
+
+@pytest.mark.deep
+def test_a_seeded_bug_cvc5_needs_finite_models_for_is_a_disagreement_too() -> None:
+    """``touch-late-foreign-skipped``'s step (touch lets another pool's block through from
+    the third entry on) passed off as proved: cvc5 finds its model under the ladder's
+    ``mbqi`` with ``fmf-bound`` (unknown under its default), and the row fails."""
+    ob = _step("touch-late-foreign-skipped")
+    recs: list[Record] = [("two pools, list loops: seeded", ob.hyp, ob.goal, "proved")]
+    row = cvc5more.row("twolists", recs, with_probe=False)
+    assert row["status"] == "disagree", row
+
+
+@pytest.mark.deep
+def test_the_count_step_is_confirmed_by_enumerative_instantiation() -> None:
+    """FREE-FORWARD's accept step "counts 0" (the ghost count stays >= 0): unsat to cvc5
+    only with E-matching off and enumerative instantiation on (LADDER's last rung); a
+    real query confirmed, and the same query without the count's recurrence is sat to
+    z3 (the hypothesis the step needs)."""
+    obs = twolists.obligations(("FREE-FORWARD",), callers=(0,))
+    (ob,) = [o for o in obs if o.case == "FreeBlocks@0 accept: loop step, counts 0"]
+    v, how = cvc5more.ask(cvc5more.export([*ob.hyp, z3.Not(ob.goal)]))
+    assert (v, how) == ("unsat", "e-matching,enum-inst")
+    gh = ob.ghosts or {}
+    recs = {r.get_id() for r in gh[0].recs[:2]}
+    weak = [h for h in ob.hyp if h.get_id() not in recs]
+    assert len(weak) == len(ob.hyp) - 2
+    assert smtlib.z3_check(smtlib.to_smt2([*weak, z3.Not(ob.goal)]), 10000)[0] == "sat"

@@ -105,3 +105,18 @@ def test_the_count_step_is_confirmed_by_enumerative_instantiation() -> None:
     weak = [h for h in ob.hyp if h.get_id() not in recs]
     assert len(weak) == len(ob.hyp) - 2
     assert smtlib.z3_check(smtlib.to_smt2([*weak, z3.Not(ob.goal)]), 10000)[0] == "sat"
+
+
+def test_only_the_named_obligations_get_the_long_ask() -> None:
+    """:data:`cvc5more.LONG` names the obligations whose last ask is one whole query at
+    a longer limit; any other obligation is left unknown without it (no ask made)."""
+    x = z3.Int("x")
+    other = cvc5more.Group("symlists: something", [x > 0], [x >= 1])
+    assert cvc5more._long(other, x >= 1) == "unknown" and other.asks == 0
+    named = cvc5more.Group(
+        "two pools, list loops == twopool.transition2 / Touch@0 / <= 2", [x > 0], [x >= 1]
+    )
+    assert cvc5more._long(named, x >= 1) == "unsat" and named.asks == 1
+    assert "one whole at 30 s" in named.how
+    wrong = cvc5more.Group(named.name, [x > 0], [x >= 2])  # (a false one stays sat)
+    assert cvc5more._long(wrong, x >= 2) == "sat"

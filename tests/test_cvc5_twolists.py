@@ -120,3 +120,23 @@ def test_only_the_named_obligations_get_the_long_ask() -> None:
     assert "one whole at 30 s" in named.how
     wrong = cvc5more.Group(named.name, [x > 0], [x >= 2])  # (a false one stays sat)
     assert cvc5more._long(wrong, x >= 2) == "sat"
+
+
+def test_a_starved_halving_is_finished_one_by_one() -> None:
+    """Quantifier-free queries a group's halving left unknown are asked alone: the true
+    ones confirmed, a false one sat (a disagreement), a quantified one left as it was."""
+    x = z3.Int("x")
+    g = cvc5more.Group("multi-key", [x > 0], [x >= 1, x >= 0])
+    g.verdicts = ["unknown", "unknown"]
+    cvc5more._one_by_one(g, 5000)
+    assert g.verdicts == ["unsat", "unsat"] and g.asks == 2
+    assert "the rest one by one" in g.how
+    bad = cvc5more.Group("multi-key", [x > 0], [x >= 1, x >= 2])
+    bad.verdicts = ["unknown", "unknown"]
+    cvc5more._one_by_one(bad, 5000)
+    assert bad.verdicts == ["unsat", "sat"]
+    y = z3.Int("y")
+    q = cvc5more.Group("multi-key", [x > 0], [z3.ForAll([y], z3.Implies(y > 5, y + x > 5))])
+    q.verdicts = ["unknown"]
+    cvc5more._one_by_one(q, 5000)
+    assert q.verdicts == ["unknown"] and q.asks == 0

@@ -307,12 +307,16 @@ def _confirm(g: Group, goals: list[z3.BoolRef], timeout_ms: int, cases: bool) ->
     return [v]
 
 
-def confirm(g: Group, timeout_ms: int = TIMEOUT_MS, cases: bool = False) -> Group:
+def confirm(
+    g: Group, timeout_ms: int = TIMEOUT_MS, cases: bool = False, one_by_one: bool = True
+) -> Group:
     """cvc5's verdict on each of ``g``'s queries (``g.verdicts``), asked as the module's
     doc says; with ``cases``, a single query still unknown is asked case by case on the
-    atoms :data:`CASES` names for its obligation."""
+    atoms :data:`CASES` names for its obligation; with ``one_by_one``, what the halving
+    left unknown is asked alone (:func:`_one_by_one`)."""
     g.verdicts = _confirm(g, g.goals, timeout_ms, cases)
-    _one_by_one(g, timeout_ms)
+    if one_by_one:
+        _one_by_one(g, timeout_ms)
     g.how = g.how or "whole"
     return g
 

@@ -9,7 +9,7 @@ import pytest
 import z3  # type: ignore[import-untyped]
 
 from kvpool.proofs import cvc5more, runner, twolists
-from kvpool.proofs.model import Record, recording
+from kvpool.proofs.model import Record, isolated_check, recording
 from kvpool.verify import proof_checks
 
 
@@ -68,7 +68,7 @@ def test_a_seeded_bugs_step_passed_off_as_proved_is_a_disagreement() -> None:
     as proved. cvc5 finds a model, the row says "disagree", and the second-solver line
     of the dashboard fails."""
     ob = _step("refusal-keeps-forwarded")
-    status, _, _ = twolists.isolated_check(ob.hyp, ob.goal, 10000)
+    status, _, _ = isolated_check(ob.hyp, ob.goal, 10000)
     assert status == "refuted"  # (the seeded bug is a real one)
     recs: list[Record] = [("two pools, list loops: seeded", ob.hyp, ob.goal, "proved")]
     row = cvc5more.row("twolists", recs, with_probe=False)

@@ -325,20 +325,23 @@ LEFTOVERS = 300
 """At most this many quantifier-free queries of a group left unknown by its halving are
 asked one by one (:func:`_one_by_one`); :data:`LEFTOVERS_GIVE_UP` unknowns in a row end it."""
 LEFTOVERS_GIVE_UP = 5
+LEFTOVER_RETRY = (QF_RETRY, 12)
+"""The limits (times the row's) a leftover query is asked at after its first unknown: a
+multikey query at N=6 took 32.6 CPU s (43 s of wall time) alone (2026-12-06)."""
 
 
 def _one_by_one(g: Group, timeout_ms: int) -> None:
     """Each quantifier-free query of ``g`` still "unknown" after the halving asked alone,
-    at ``timeout_ms``, then at :data:`QF_RETRY` times it (the query itself: unsat of it
-    is unsat of the query z3 proved; a "sat" is a disagreement like any other). The
-    halving spends its
-    :data:`MAX_ASKS` on groups that run out of their wall-clock limit under load before
-    it reaches single queries: blocks with several keys at N=6 (2026-12-06, load average
-    6 to 7), a group of 231 left 74 unknown after 40 asks, each of them unsat alone in
-    0.1 to 0.3 CPU s; one more, left unknown at 5 s alone, took 2.9 CPU s and 8.8 s of
-    wall time). At most :data:`LEFTOVERS`; :data:`LEFTOVERS_GIVE_UP` unknowns in a
-    row stop it (those are hard, not starved); quantified queries are left as they are
-    (the halving already asked them alone, up the ladder)."""
+    at ``timeout_ms``, then at :data:`LEFTOVER_RETRY` times it (the query itself: unsat
+    of it is unsat of the query z3 proved; a "sat" is a disagreement like any other).
+    The halving spends its :data:`MAX_ASKS` on groups that run out of their wall-clock
+    limit under load before it reaches single queries: blocks with several keys at N=6
+    (2026-12-06, load average 6 to 7), a group of 231 left 74 unknown after 40 asks,
+    each of them unsat alone in 0.1 to 0.3 CPU s (one more took 2.9 CPU s and 8.8 s of
+    wall time alone, another 32.6 CPU s and 43 s). At most :data:`LEFTOVERS`;
+    :data:`LEFTOVERS_GIVE_UP` unknowns in a row stop it (those are hard, not starved);
+    quantified queries are left as they are (the halving asked them alone already, up
+    the ladder)."""
     todo = [k for k, v in enumerate(g.verdicts) if v == "unknown"][:LEFTOVERS]
     misses = 0
     for k in todo:
@@ -347,9 +350,11 @@ def _one_by_one(g: Group, timeout_ms: int) -> None:
             continue
         g.asks += 1
         v, _ = ask(text, timeout_ms)
-        if v == "unknown":  # (as the halving does: once more at QF_RETRY times the limit)
+        for times in LEFTOVER_RETRY:  # (as the halving does: again at a longer limit)
+            if v != "unknown":
+                break
             g.asks += 1
-            v, _ = ask(text, QF_RETRY * timeout_ms)
+            v, _ = ask(text, times * timeout_ms)
         g.verdicts[k] = v
         if v == "sat":
             return

@@ -141,3 +141,30 @@ def test_a_starved_halving_is_finished_one_by_one() -> None:
     q.verdicts = ["unknown"]
     cvc5more._one_by_one(q, 5000)
     assert q.verdicts == ["unknown"] and q.asks == 0
+
+
+def test_the_deep_twopool_part_records_twolists_and_adds_its_cvc5_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runner's wiring, with the parts' proofs stubbed: in the deep profile the
+    queries twolists asks are recorded and make a row "cvc5 re-checks two pools' list
+    calls as loops"; without "twolists" in the profile's ``cvc5_more`` there is none."""
+    from kvpool.proofs import twopool, twopooln
+
+    x = z3.Int("x")
+
+    def lists(timeout_ms: int, names: tuple[str, ...]) -> list[dict[str, object]]:
+        isolated_check([x > 0], x >= 1, 5000)
+        return []
+
+    monkeypatch.setattr(twopool, "all_rows", lambda *a, **k: [])
+    monkeypatch.setattr(twopooln, "all_rows", lambda *a, **k: [])
+    monkeypatch.setattr(twolists, "all_rows", lists)
+    rows = runner.run("deep", "twopool")
+    (row,) = [r for r in rows if r.obligation.startswith("cvc5 re-checks two pools' list")]
+    assert row.status == "agree" and "confirms 1 of 1" in row.bounds
+    deep = dict(runner.PROFILES["deep"])
+    deep["cvc5_more"] = tuple(f for f in deep["cvc5_more"] if f != "twolists")
+    monkeypatch.setitem(runner.PROFILES, "deep", deep)
+    rows = runner.run("deep", "twopool")
+    assert not [r for r in rows if r.obligation.startswith("cvc5 re-checks two pools' list")]

@@ -58,13 +58,19 @@ LADDER: tuple[dict[str, str], ...] = (
     {},
     {"full-saturate-quant": "true"},
     {"mbqi": "true", "fmf-bound": "true"},
+    {"e-matching": "false", "enum-inst": "true"},
 )
 """cvc5's settings tried in turn on a quantified query it leaves unknown (a
 quantifier-free one is asked once: these settings act on quantifiers only). Measured
 on the symbolic lists' queries (2026-12-05): ``full-saturate-quant`` settles the loop
 steps of PERM for Touch and UnpinBlocks, ``mbqi`` with ``fmf-bound`` the one for
 FreeBlocks; ``enum-inst``, ``mbqi`` alone and ``cegqi=false`` settled none that these
-did not."""
+did not. The last, enumerative instantiation *instead of* E-matching (2026-12-06),
+settles two pools' FREE-FORWARD accept step "counts p" (:mod:`.twolists`: unsat in 1.5
+s, unknown at 8 s under each of the others): the count's recurrence
+``Cnt(x, j + 1) = Cnt(x, j) + ...`` must be instantiated at the goal's Skolem block and
+``j``, a ground term ``Cnt(b, j)`` E-matching never meets (the goal names only
+``Cnt(b, j + 1)``). Settings change how cvc5 searches, not what the query says."""
 
 FAMILIES: dict[str, str] = {
     "twopool": "two pools (fixed-N induction, every-N, their witnesses' and mutants' "
@@ -75,6 +81,7 @@ FAMILIES: dict[str, str] = {
     "twopooln": "two pools' counts and rules for every N",
     "symsorts": "keys and watcher ids as sorts",
     "hot-source": "impl/pool.py's hot paths from source",
+    "twolists": "two pools' list calls as loops (every list length)",
 }
 """The parts whose proved queries this module re-asks, by the runner's part name."""
 
@@ -219,6 +226,27 @@ FreeBlocks and UnpinBlocks needed it (2026-12-05: UnpinBlocks's 15 cases, 229 s 
 time under load average 13-19)."""
 
 
+LONG: dict[str, int] = {"two pools, list loops == twopool.transition2": 30000}
+"""Obligation name (its start) -> a longer limit (ms) for one quantified query still
+unknown after the ladder, its parts and its cases, asked once more whole under cvc5's
+default. The limit is wall clock: under load the 5 s run out on queries cvc5 settles
+(two pools' loop == transition2 for FreeBlocks, lists <= 2: 2 of 27 parts unknown at 5 s
+under load average 4 to 6, unsat in 10.3 s of wall time whole; 2026-12-06)."""
+
+
+def _long(g: Group, goal: z3.BoolRef) -> str:
+    """:data:`LONG`'s last ask of one query of ``g`` (the same query: unsat of it is unsat
+    of the query z3 proved), "unknown" when no entry names ``g``."""
+    limit = next((ms for start, ms in LONG.items() if g.name.startswith(start)), 0)
+    if not limit:
+        return "unknown"
+    g.asks += 1
+    v, _ = ask(export([*g.hyp, z3.Not(goal)]), limit, ladder=False)
+    if v == "unsat":
+        g.how = (f"{g.how}; " if g.how else "") + f"one whole at {limit // 1000} s"
+    return v
+
+
 def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
     """One quantified query still unknown, asked case by case: on the atoms
     :data:`CASES` names for its obligation, else on its goal's ``ite`` conditions
@@ -274,16 +302,67 @@ def _confirm(g: Group, goals: list[z3.BoolRef], timeout_ms: int, cases: bool) ->
         v = _single(g, g.hyp, goals[0], timeout_ms)
         if v == "unknown" and cases:
             v = _cases(g, goals[0], timeout_ms)
+        if v == "unknown":
+            v = _long(g, goals[0])
     return [v]
 
 
-def confirm(g: Group, timeout_ms: int = TIMEOUT_MS, cases: bool = False) -> Group:
+def confirm(
+    g: Group, timeout_ms: int = TIMEOUT_MS, cases: bool = False, one_by_one: bool = True
+) -> Group:
     """cvc5's verdict on each of ``g``'s queries (``g.verdicts``), asked as the module's
     doc says; with ``cases``, a single query still unknown is asked case by case on the
-    atoms :data:`CASES` names for its obligation."""
+    atoms :data:`CASES` names for its obligation; with ``one_by_one``, what the halving
+    left unknown is asked alone (:func:`_one_by_one`)."""
     g.verdicts = _confirm(g, g.goals, timeout_ms, cases)
+    if one_by_one:
+        _one_by_one(g, timeout_ms)
     g.how = g.how or "whole"
     return g
+
+
+LEFTOVERS = 300
+"""At most this many quantifier-free queries of a group left unknown by its halving are
+asked one by one (:func:`_one_by_one`); :data:`LEFTOVERS_GIVE_UP` unknowns in a row end it."""
+LEFTOVERS_GIVE_UP = 5
+LEFTOVER_RETRY = (QF_RETRY, 12)
+"""The limits (times the row's) a leftover query is asked at after its first unknown: a
+multikey query at N=6 took 32.6 CPU s (43 s of wall time) alone (2026-12-06)."""
+
+
+def _one_by_one(g: Group, timeout_ms: int) -> None:
+    """Each quantifier-free query of ``g`` still "unknown" after the halving asked alone,
+    at ``timeout_ms``, then at :data:`LEFTOVER_RETRY` times it (the query itself: unsat
+    of it is unsat of the query z3 proved; a "sat" is a disagreement like any other).
+    The halving spends its :data:`MAX_ASKS` on groups that run out of their wall-clock
+    limit under load before it reaches single queries: blocks with several keys at N=6
+    (2026-12-06, load average 6 to 7), a group of 231 left 74 unknown after 40 asks,
+    each of them unsat alone in 0.1 to 0.3 CPU s (one more took 2.9 CPU s and 8.8 s of
+    wall time alone, another 32.6 CPU s and 43 s). At most :data:`LEFTOVERS`;
+    :data:`LEFTOVERS_GIVE_UP` unknowns in a row stop it (those are hard, not starved);
+    quantified queries are left as they are (the halving asked them alone already, up
+    the ladder)."""
+    todo = [k for k, v in enumerate(g.verdicts) if v == "unknown"][:LEFTOVERS]
+    misses = 0
+    for k in todo:
+        text = export([*g.hyp, z3.Not(g.goals[k])])
+        if quantified(text):
+            continue
+        g.asks += 1
+        v, _ = ask(text, timeout_ms)
+        for times in LEFTOVER_RETRY:  # (as the halving does: again at a longer limit)
+            if v != "unknown":
+                break
+            g.asks += 1
+            v, _ = ask(text, times * timeout_ms)
+        g.verdicts[k] = v
+        if v == "sat":
+            return
+        misses = misses + 1 if v == "unknown" else 0
+        if misses >= LEFTOVERS_GIVE_UP:
+            return
+    if todo and g.verdicts.count("unknown") < len(todo):
+        g.how = (f"{g.how}; " if g.how else "") + "the rest one by one"
 
 
 def probe(gs: list[Group], timeout_ms: int = TIMEOUT_MS, tries: int = 3) -> tuple[str, str]:
@@ -415,6 +494,8 @@ def _part_of(r: Any) -> str | None:
         return "hot-source"
     if "(two pools, every N)" in r.obligation:
         return "twopooln"
+    if "(two pools, list calls as loops)" in r.obligation:
+        return "twolists"
     if "two pools" in where:
         return "twopool"
     if "multi-key" in where:

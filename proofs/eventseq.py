@@ -40,6 +40,7 @@ from .model import (
     Config,
     State,
     args_domain,
+    constants,
     fresh_args,
     goals_status,
     int_sort,
@@ -334,6 +335,28 @@ CVC5_PROBES: tuple[tuple[str, str, str], ...] = (
 contents and order, the firing point), exported the same way: cvc5 must say sat."""
 
 
+RETRY_MS = 60000
+"""cvc5's limit (wall clock) on an event-log query it left unknown at the row's limit, and
+on each of its cases (:meth:`_Export.confirm`). Measured 2026-12-06 at N=6 under other
+sessions' load (load average 5 to 6): the six GetNewBlocks queries left unknown at 5 s
+(one INV-EVENTS, two EVENT-LOG, three FIRE-POINT) take 0.7 to 4.9 CPU s of cvc5 each
+(1.6 to 22.7 s of wall time): the limit is wall clock, and the load ran it out."""
+
+
+def case_facts(query: list[z3.BoolRef], n: int) -> list[z3.BoolRef]:
+    """Cases that cover every model of ``query``: the pool's events off; events on, with
+    the call's count ``a.n`` at most 1, each of 2..n-1, at least n (GetNewBlocks: how
+    many blocks it hands out, so how many evictions the log records). One of them holds
+    in every model, so ``query`` is unsat iff it is unsat with each one added. Empty when
+    the query names no ``events`` or ``a.n`` of those sorts (then no split is made)."""
+    consts = constants(query)
+    ev, an = consts.get("events"), consts.get("a.n")
+    if ev is None or an is None or not z3.is_bool(ev) or not z3.is_int(an):
+        return []
+    on = [an <= 1, *(an == k for k in range(2, n)), an >= max(n, 2)]
+    return [z3.Not(ev), *(z3.And(ev, c) for c in on)]
+
+
 class _Export:
     """Queries of the event log written out for cvc5, their folds abstracted
     (:func:`smtlib.abstract_folds`: an unsat proves the query unsat). The folds found so
@@ -362,6 +385,27 @@ class _Export:
         except (ValueError, RuntimeError) as exc:  # cvc5 does not read the text
             return f"refused ({str(exc)[:60]})"
 
+    def confirm(self, query: list[z3.BoolRef], timeout_ms: int, n: int) -> tuple[str, str]:
+        """cvc5 on ``query`` as :meth:`verdict` asks it; if it is left unknown, once more
+        at :data:`RETRY_MS`, then case by case (:func:`case_facts`, each case at
+        :data:`RETRY_MS`). The verdict and how it was reached ("whole", "retry",
+        "cases: k"). Each case is the query with one more assertion, and the cases'
+        assertions cover every model (one of them holds in each), so the query is unsat
+        if every case is unsat; a case's model is a model of the query ("sat" is
+        returned as it is: a disagreement)."""
+        v = self.verdict(query, timeout_ms)
+        if v != "unknown":
+            return v, "whole"
+        v = self.verdict(query, RETRY_MS)
+        if v != "unknown":
+            return v, "retry"
+        cases = case_facts(query, n)
+        for fact in cases:
+            v = self.verdict([*query, fact], RETRY_MS)
+            if v != "unsat":
+                return v, f"cases: {len(cases)}"
+        return ("unsat", f"cases: {len(cases)}") if cases else ("unknown", "retry")
+
 
 def cvc5_row(
     kept: dict[int, list[fixedn.Goal]], timeout_ms: int, probe_n: int = 2
@@ -377,6 +421,7 @@ def cvc5_row(
     export = _Export()
     verdicts: dict[str, dict[str, list[str]]] = {}  # "NAME N=n" -> verdicts
     n_queries = 0
+    settled: list[str] = []  # (the queries settled past the first ask, and how)
     for n, gs in sorted(kept.items()):
         for g in gs:
             if g.status != "proved":
@@ -384,7 +429,10 @@ def cvc5_row(
             for q in g.all_queries():
                 n_queries += 1
                 by = verdicts.setdefault(f"{g.name} N={n}", {})
-                by.setdefault(export.verdict(q, timeout_ms), []).append(g.op or g.kind)
+                v, how = export.confirm(q, timeout_ms, n)
+                by.setdefault(v, []).append(g.op or g.kind)
+                if how != "whole" and v == "unsat":
+                    settled.append(f"{g.name} {g.op or g.kind} N={n} ({how})")
     probes = []
     for bug, goal, op in CVC5_PROBES:
         st = fixedn.build(probe_n, bugs=frozenset([bug]), seq=True)
@@ -414,11 +462,13 @@ def cvc5_row(
         f"{len(verdicts)} (obligation, N) z3 proved ({n_queries} queries, "
         f"{timeout_ms // 1000} s each); mutant probes "
         + ", ".join(f"{b} {pv}" for b, _, pv in probes)
-        + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
+        + (f"; NOT confirmed: {len(open_)}" if open_ else "")
+        + (f"; {len(settled)} asked again at {RETRY_MS // 1000} s or by cases" if settled else ""),
         status=status,
         seconds=time.perf_counter() - t0,
         replay="; ".join(
             ([f"disagrees: {'; '.join(disagree)}"] if disagree else [])
+            + ([f"settled again: {', '.join(settled)}"] if settled else [])
             + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
         ),
     )

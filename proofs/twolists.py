@@ -701,14 +701,19 @@ SEEDS = 3
 
 
 def prove(
-    obs: list[Obligation], timeout_ms: int = 60000, extra: tuple[Any, ...] = ()
+    obs: list[Obligation],
+    timeout_ms: int = 60000,
+    extra: tuple[Any, ...] = (),
+    label: str = "two pools, list loops",
 ) -> list[Goal]:
     """Each obligation in a context of its own (``isolated_check``), an unknown asked
     again at the next seed (up to :data:`SEEDS`, each with ``timeout_ms``:
-    :func:`model.robust_check`); a goal's ``ctx`` is its obligation."""
+    :func:`model.robust_check`); a goal's ``ctx`` is its obligation. Recorded
+    (``model.named``) as "``label``: name / case" (a seeded bug's: "mutant: ...", which a
+    second solver's row leaves out: ``cvc5more.groups``)."""
     out = []
     for ob in obs:
-        with named(f"two pools, list loops: {ob.name} / {ob.case}"):
+        with named(f"{label}: {ob.name} / {ob.case}"):
             status, total, m = robust_check(
                 [*ob.hyp, *extra], ob.goal, timeout_ms, SEEDS, cap_ms=timeout_ms
             )
@@ -921,7 +926,8 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
                 yield _sizes(ob.wd, ns), min(timeout_ms, PIN_MS)
 
         for at, limit in wheres():
-            status, dt, m = isolated_check([*ob.hyp, *at], ob.goal, limit)
+            with named(f"mutant: {bug}: two pools, list loops: {ob.name} / {ob.case}"):
+                status, dt, m = isolated_check([*ob.hyp, *at], ob.goal, limit)
             row["seconds"] += dt
             if status == "refuted" and m is not None:
                 hit = (ob, m)
@@ -937,7 +943,7 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
     jv = m.eval(ob.j, model_completion=True) if ob.j is not None else "?"
     notes.append(f"loop step refuted ({ob.case}, entry j={jv})")
     bounded = [replace(o, hyp=[*o.hyp, o.wd.call.a.m <= LATE]) for o in steps]
-    short = prove(bounded, min(timeout_ms, SHORT_MS))
+    short = prove(bounded, min(timeout_ms, SHORT_MS), label=f"mutant: {bug}: two pools, list loops")
     row["seconds"] += sum(g.seconds for g in short)
     if any(g.status != "proved" for g in short):
         row["status"] = "NOT-confirmed"
@@ -954,7 +960,7 @@ def mutant_row(bug: str, timeout_ms: int = 30000) -> dict[str, Any]:
             *(([*_sizes(bad, ns), *_small(bad)], timeout_ms) for ns in REFUTE_NS),
         )
         for at, limit in unrolled_wheres:
-            with named(f"two pools, list loops: {name} [{bug}] unrolled <= {UNROLL}"):
+            with named(f"mutant: two pools, list loops: {name} [{bug}] unrolled <= {UNROLL}"):
                 status, dt, m = isolated_check([*hyp, *at], goal, limit)
             row["seconds"] += dt
             if status != "refuted" or m is None:

@@ -41,7 +41,7 @@ def test_base_atoms_look_through_connectives_and_skip_bound_conditions() -> None
 
 
 def test_a_query_is_confirmed_case_by_case_and_its_cases_cover_every_model() -> None:
-    hyp, goal, c, d = _branchy()
+    hyp, goal, _, _ = _branchy()
     got = cvc5leaves.confirm(hyp, goal)
     assert got is not None and got[0] == "unsat", got
     cs = cvc5leaves.cases(hyp, goal)

@@ -1066,13 +1066,6 @@ QUANTIFIED_CVC5_MS = 5000
 reported as not confirmed, so a longer limit only buys more confirmations."""
 
 
-DEEP_CONFIRMS = (
-    f" (make proofs-deep confirms them: case by case to leaves, <= "
-    f"{cvc5leaves.MAX_LEAVES} cases, cvc5leaves.py)"
-)
-"""What a row that asks fewer cases than the deep profile says of the names it leaves open."""
-
-
 def cvc5_recorded_row(
     label: str,
     records: list[Record],
@@ -1094,11 +1087,13 @@ def cvc5_recorded_row(
     conditions (:func:`cvc5cases.confirm_ite`), and the row counts those too. With
     ``leaves`` (a number of cases), a query still unknown is asked case by case on its
     goal's branch conditions down to leaves (:func:`cvc5leaves.confirm`) before that;
-    a name still not confirmed is said to be confirmed in ``make proofs-deep`` when the
-    profile asks less than deep's :data:`cvc5leaves.MAX_LEAVES` cases."""
+    a name left open for having more cases than that, or one :data:`cvc5cases.CASES`
+    names in a row asked without ``cases``, is said to be confirmed in ``make
+    proofs-deep`` (which asks those ways)."""
     t0 = time.perf_counter()
     names: dict[str, list[str]] = {}
     n_split = n_cases = n_leaves = 0
+    over: list[str] = []  # (more cases than ``leaves``: the deep profile asks up to its max)
     for name, hyp, goal, status in records:
         if status != "proved":
             continue
@@ -1107,6 +1102,7 @@ def cvc5_recorded_row(
         if v == "unknown" and leaves and by_case is None:  # (on its branches, to leaves)
             v, how = cvc5leaves.confirm(hyp, goal, max_leaves=leaves) or (v, how)
             n_leaves += v == "unsat"
+            over += [name] if how.startswith("leaves: more than") else []
         if v == "unknown" and cases and by_case is None:  # (on its ite conditions)
             by_case = cvc5cases.confirm_ite(hyp, goal, timeout_ms)
             v, how = by_case or (v, how)
@@ -1142,7 +1138,18 @@ def cvc5_recorded_row(
         + (f", {n_leaves} case by case to leaves (<= {leaves} cases)" if leaves else "")
         + ")"
         + (f"; NOT confirmed: {len(open_)}" if open_ else "")
-        + (DEEP_CONFIRMS if open_ and 0 < leaves < cvc5leaves.MAX_LEAVES else ""),
+        + (
+            f" (over {leaves} cases: {', '.join(over)}; make proofs-deep confirms them "
+            f"case by case to leaves, <= {cvc5leaves.MAX_LEAVES} cases)"
+            if over and leaves < cvc5leaves.MAX_LEAVES
+            else ""
+        )
+        + (
+            f" (make proofs-deep confirms {', '.join(deep)} case by case, cvc5cases.py)"
+            if (deep := [n for n in names if n in cvc5cases.CASES and n not in confirmed])
+            and not (cases or disagree)
+            else ""
+        ),
         status,
         time.perf_counter() - t0,
         replay="; ".join(

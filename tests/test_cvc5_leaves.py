@@ -105,6 +105,21 @@ def test_more_cases_than_allowed_is_not_confirmed_and_names_where_it_is(
     assert row.status == "agree" and "1 case by case to leaves" in row.bounds
 
 
+def test_a_row_without_cases_names_where_the_named_obligations_are_confirmed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """make verify asks the every-N induction without cases: the obligation
+    :data:`cvc5cases.CASES` names, left open there, is named as confirmed in deep."""
+    hyp, goal, _, _ = _branchy()
+    _unknown_whole(monkeypatch)
+    name = "S and T => PERM / FreeBlocks"
+    row = runner.cvc5_recorded_row("toy", [(name, hyp, goal, "proved")], 500)
+    assert row.status == "partly-confirmed"
+    assert f"make proofs-deep confirms {name} case by case" in row.bounds
+    other = runner.cvc5_recorded_row("toy", [("not named", hyp, goal, "proved")], 500)
+    assert "make proofs-deep" not in other.bounds
+
+
 # -- the source refinement's real posts (seconds each) ------------------------------------
 
 

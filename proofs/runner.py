@@ -125,9 +125,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # case by case: the every-N induction row 116 CPU s of cvc5 with it (PERM / FreeBlocks
         # ~67 of them): "deep"
         "cvc5_cases": False,
-        # _remove, remove, _append_n, _prepend_n posts: <= 11 cases each, ~17 CPU s in all;
-        # append_n's, prepend_n's 68-70 cases, ~21 CPU s: "deep" (12-06, load 4-5)
-        "cvc5_leaves": 12,
+        # the six posts left unknown: 8-70 cases, 38 CPU s in all (12-06, load 4-5); even
+        # the four with <= 11 cases added 23 CPU s to the row (load 6): "deep"
+        "cvc5_leaves": 0,
         # Spacer, no hand lemma (its own part, :func:`run_spacer`), as (N, obligations):
         # () leaves it out of `make proofs`/`make verify`; ((4, spacer.OBLIGATIONS),)
         # would put it in as one more check of its own (N=4: 11 CPU s, 24-35 s wall loaded)
@@ -1073,6 +1073,7 @@ def cvc5_recorded_row(
     split: bool = True,
     cases: bool = False,
     leaves: int = 0,
+    deep_leaves: bool = False,
 ) -> ObligationResult:
     """cvc5 on every query z3 proved among ``records`` (lambdas lifted to arrays with
     axioms, :func:`smtlib.to_smt2_lifted`). Grouped by obligation name: a name is
@@ -1086,14 +1087,14 @@ def cvc5_recorded_row(
     (:func:`cvc5cases.confirm`), one still unknown case by case on its goal's ``ite``
     conditions (:func:`cvc5cases.confirm_ite`), and the row counts those too. With
     ``leaves`` (a number of cases), a query still unknown is asked case by case on its
-    goal's branch conditions down to leaves (:func:`cvc5leaves.confirm`) before that;
-    a name left open for having more cases than that, or one :data:`cvc5cases.CASES`
-    names in a row asked without ``cases``, is said to be confirmed in ``make
-    proofs-deep`` (which asks those ways)."""
+    goal's branch conditions down to leaves (:func:`cvc5leaves.confirm`) before that.
+    The row says where the names it leaves open are confirmed: in ``make proofs-deep``,
+    case by case to leaves (with ``deep_leaves``, the deep profile asking this row so,
+    when this run asks fewer cases), or case by case (a name :data:`cvc5cases.CASES`
+    names, in a row asked without ``cases``)."""
     t0 = time.perf_counter()
     names: dict[str, list[str]] = {}
     n_split = n_cases = n_leaves = 0
-    over: list[str] = []  # (more cases than ``leaves``: the deep profile asks up to its max)
     for name, hyp, goal, status in records:
         if status != "proved":
             continue
@@ -1102,7 +1103,6 @@ def cvc5_recorded_row(
         if v == "unknown" and leaves and by_case is None:  # (on its branches, to leaves)
             v, how = cvc5leaves.confirm(hyp, goal, max_leaves=leaves) or (v, how)
             n_leaves += v == "unsat"
-            over += [name] if how.startswith("leaves: more than") else []
         if v == "unknown" and cases and by_case is None:  # (on its ite conditions)
             by_case = cvc5cases.confirm_ite(hyp, goal, timeout_ms)
             v, how = by_case or (v, how)
@@ -1139,9 +1139,9 @@ def cvc5_recorded_row(
         + ")"
         + (f"; NOT confirmed: {len(open_)}" if open_ else "")
         + (
-            f" (over {leaves} cases: {', '.join(over)}; make proofs-deep confirms them "
-            f"case by case to leaves, <= {cvc5leaves.MAX_LEAVES} cases)"
-            if over and leaves < cvc5leaves.MAX_LEAVES
+            f" (make proofs-deep confirms them case by case to leaves, <= "
+            f"{cvc5leaves.MAX_LEAVES} cases: cvc5leaves.py)"
+            if open_ and deep_leaves and leaves < cvc5leaves.MAX_LEAVES and not disagree
             else ""
         )
         + (
@@ -1581,6 +1581,7 @@ def run(
                     split="source" in p["cvc5_split"],
                     cases=p["cvc5_cases"],
                     leaves=p["cvc5_leaves"],
+                    deep_leaves=True,
                 )
             )
     if want("fixedn"):

@@ -99,8 +99,13 @@ def test_more_cases_than_allowed_is_not_confirmed_and_names_where_it_is(
     assert cvc5leaves.confirm([x > 0], x >= 1) is None  # (no branch: no case split)
     _unknown_whole(monkeypatch)
     rec: list[Record] = [("toy branches", hyp, goal, "proved")]
-    row = runner.cvc5_recorded_row("toy", rec, 500, split=False, leaves=2)
+    row = runner.cvc5_recorded_row("toy", rec, 500, split=False, leaves=2, deep_leaves=True)
     assert row.status == "partly-confirmed" and "make proofs-deep confirms them" in row.bounds
+    # (make verify asks none to leaves: its source row says where they are confirmed)
+    row = runner.cvc5_recorded_row("toy", rec, 500, split=False, deep_leaves=True)
+    assert row.status == "partly-confirmed" and "make proofs-deep confirms them" in row.bounds
+    row = runner.cvc5_recorded_row("toy", rec, 500, split=False)
+    assert "make proofs-deep" not in row.bounds
     row = runner.cvc5_recorded_row("toy", rec, 500, split=False, leaves=128)
     assert row.status == "agree" and "1 case by case to leaves" in row.bounds
 

@@ -125,6 +125,14 @@ def test_a_row_without_cases_names_where_the_named_obligations_are_confirmed(
     assert "make proofs-deep" not in other.bounds
 
 
+def test_make_proofs_deep_asks_to_leaves_and_make_verify_does_not() -> None:
+    """The decision the docs state: deep asks up to the full case budget, make verify
+    none (its source row then names make proofs-deep)."""
+    assert runner.PROFILES["deep"]["cvc5_leaves"] == cvc5leaves.MAX_LEAVES
+    assert runner.PROFILES["default"]["cvc5_leaves"] == 0
+    assert runner.PROFILES["fast"]["cvc5_leaves"] == 0
+
+
 # -- the source refinement's real posts (seconds each) ------------------------------------
 
 

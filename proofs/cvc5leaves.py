@@ -194,8 +194,16 @@ def confirm(
     max_leaves: int = MAX_LEAVES,
 ) -> tuple[str, str] | None:
     """cvc5's verdict on ``hyp and not goal`` asked as the module's doc says, and how
-    (None: the goal has no closed ``ite`` condition to split on). The hypothesis and
-    the goal are simplified first, so that an atom is written the same way in both."""
+    (None: the goal has no closed ``ite`` condition to split on). Each constant the
+    hypothesis fixes (``x == c``: the call's kind) is substituted everywhere first, the
+    equation kept (an equivalent query, as in :func:`smtlib.split_queries`), and the
+    hypothesis and the goal simplified, so that an atom is written the same way in both.
+    Measured 2026-12-06: the every-N induction's ``S and T => PERM / FreeBlocks``, 131
+    cases, 35 CPU s (``cvc5cases``' named atoms: 105 cases, 67-94 s)."""
+    pairs = smtlib._fixed_constants(hyp)  # (as smtlib.split_queries: the same query)
+    if pairs:
+        hyp = [z3.substitute(h, *pairs) for h in hyp] + [x == c for x, c in pairs]
+        goal = z3.substitute(goal, *pairs)
     hs, g = [z3.simplify(h) for h in hyp], z3.simplify(goal)
     if not base_atoms(g):
         return None

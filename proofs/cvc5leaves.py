@@ -29,6 +29,10 @@ query falls apart into small ones cvc5 settles in tenths of a second.
    follows from the goal, so a model of a part's query is a model of the case's), each
    under :data:`PART_OPTIONS` until one settles it.
 
+Every text cvc5 reads is :func:`cvc5more.export`'s (z3's SMT-LIB 2 with the rewrites
+cvc5 needs: lambdas lifted, multi-index arrays as functions, negative constant-array
+defaults as literals; each an equisatisfiable query).
+
 "unsat" only when coverage is unsat and every leaf (or every part of it) is unsat. A
 ``sat`` anywhere is a model of the original query, so a disagreement with z3; anything
 else (unknown, refused, more than ``max_leaves`` cases) is "unknown": not confirmed.
@@ -40,7 +44,7 @@ from dataclasses import dataclass
 
 import z3  # type: ignore[import-untyped]
 
-from . import cvc5cases, smtlib
+from . import cvc5cases, cvc5more, smtlib
 
 LEAF_MS = 2000
 """cvc5's time limit on a leaf, and on each part of a leaf split into its goal's parts."""
@@ -126,7 +130,7 @@ def closed(hyp: list[z3.BoolRef], goal: z3.BoolRef) -> bool:
     if not qf:
         return False
     try:
-        return smtlib.cvc5_check(smtlib.to_smt2(qf), QF_MS)[0] == "unsat"
+        return smtlib.cvc5_check(cvc5more.export(qf), QF_MS)[0] == "unsat"
     except (ValueError, RuntimeError):  # (text cvc5 does not read: not closed)
         return False
 
@@ -162,21 +166,21 @@ def covers(paths: list[tuple[z3.BoolRef, ...]]) -> str:
     cover every model (each path the conjunction of its facts)."""
     whole = z3.Or(*[z3.And(*p) if p else z3.BoolVal(True) for p in paths])
     try:
-        return smtlib.cvc5_check(smtlib.to_smt2([z3.Not(whole)]), QF_MS)[0]
+        return smtlib.cvc5_check(cvc5more.export([z3.Not(whole)]), QF_MS)[0]
     except (ValueError, RuntimeError) as exc:
         return f"refused ({str(exc)[:60]})"
 
 
 def ask_leaf(hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = LEAF_MS) -> str:
     """One leaf (the module's step 4): whole, then its goal's parts."""
-    v, _ = smtlib.cvc5_check_bounded(smtlib.to_smt2_lifted([*hyp, z3.Not(goal)]), timeout_ms)
+    v, _ = smtlib.cvc5_check_bounded(cvc5more.export([*hyp, z3.Not(goal)]), timeout_ms)
     if v in ("unsat", "sat"):
         return v
     parts = smtlib.split_queries(hyp, goal)
     if len(parts) <= 1:
         return v
     for q in parts:
-        text = smtlib.to_smt2_lifted(q)
+        text = cvc5more.export(q)
         pv = "unknown"
         for opts in PART_OPTIONS:
             pv, _ = smtlib.cvc5_check_bounded(text, timeout_ms, options=opts)

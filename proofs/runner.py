@@ -16,6 +16,7 @@ from . import (
     counting,
     cvc5cases,
     cvc5certs,
+    cvc5leaves,
     cvc5more,
     differential,
     eventseq,
@@ -73,6 +74,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_counts": False,
         # the queries even the split leaves open, asked case by case (cvc5cases.CASES)
         "cvc5_cases": False,
+        # the source's posts cvc5 leaves unknown, case by case on their branches, up to
+        # this many cases (cvc5leaves.py; 0: not asked)
+        "cvc5_leaves": 0,
         "spacer": (),
         "spacer_timeout": 150.0,
         # Spacer's invariants checked by z3 and cvc5 (cvc5certs.py): with Spacer, in "deep"
@@ -132,6 +136,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # case by case: the every-N induction row 116 CPU s of cvc5 with it (PERM / FreeBlocks
         # ~67 of them): "deep"
         "cvc5_cases": False,
+        # the six posts left unknown: 8-70 cases, 38 CPU s in all (12-06, load 4-5); even
+        # the four with <= 11 cases added 23 CPU s to the row (load 6): "deep"
+        "cvc5_leaves": 0,
         # Spacer, no hand lemma (its own part, :func:`run_spacer`), as (N, obligations):
         # every fixed-N obligation in one query at N=3 and N=4, and its two mutants at N=3:
         # 15.8 CPU s with the children (12-06, load ~6); N=5 and 6 and the certificate
@@ -206,6 +213,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cvc5_split": ("bmc-induction", "refinement", "source"),
         "cvc5_counts": True,
         "cvc5_cases": True,
+        "cvc5_leaves": cvc5leaves.MAX_LEAVES,
         # (N, obligations): every one in one query up to N=5; at N=6 two queries, the
         # state obligations (108 CPU s, measured) and the step rules (34 CPU s): the joint
         # query on all 16 there was unknown after 615 CPU s
@@ -1073,6 +1081,8 @@ def cvc5_recorded_row(
     timeout_ms: int = QUANTIFIED_CVC5_MS,
     split: bool = True,
     cases: bool = False,
+    leaves: int = 0,
+    deep_leaves: bool = False,
 ) -> ObligationResult:
     """cvc5 on every query z3 proved among ``records`` (lambdas lifted to arrays with
     axioms, :func:`smtlib.to_smt2_lifted`). Grouped by obligation name: a name is
@@ -1084,19 +1094,29 @@ def cvc5_recorded_row(
     every part must be unsat); the row counts the queries confirmed that way. With
     ``cases``, an obligation :data:`cvc5cases.CASES` names is asked case by case instead
     (:func:`cvc5cases.confirm`), one still unknown case by case on its goal's ``ite``
-    conditions (:func:`cvc5cases.confirm_ite`), and the row counts those too."""
+    conditions (:func:`cvc5cases.confirm_ite`), and the row counts those too. With
+    ``leaves`` (a number of cases), a query still unknown is asked case by case on its
+    goal's branch conditions down to leaves (:func:`cvc5leaves.confirm`) before that.
+    The row says where the names it leaves open are confirmed: in ``make proofs-deep``,
+    case by case to leaves (with ``deep_leaves``, the deep profile asking this row so,
+    when this run asks fewer cases), or case by case (a name :data:`cvc5cases.CASES`
+    names, in a row asked without ``cases``)."""
     t0 = time.perf_counter()
     names: dict[str, list[str]] = {}
-    n_split = n_cases = 0
+    n_split = n_cases = n_leaves = 0
     for name, hyp, goal, status in records:
         if status != "proved":
             continue
         by_case = cvc5cases.confirm(name, hyp, goal, timeout_ms) if cases else None
         v, how = by_case or smtlib.cvc5_confirm(hyp, goal, timeout_ms, split)
+        if v == "unknown" and leaves and by_case is None:  # (on its branches, to leaves)
+            v, how = cvc5leaves.confirm(hyp, goal, max_leaves=leaves) or (v, how)
+            n_leaves += v == "unsat"
         if v == "unknown" and cases and by_case is None:  # (on its ite conditions)
             by_case = cvc5cases.confirm_ite(hyp, goal, timeout_ms)
             v, how = by_case or (v, how)
-        n_split += v == "unsat" and how != "whole" and by_case is None
+        leafy = how.startswith("leaves:")
+        n_split += v == "unsat" and how != "whole" and by_case is None and not leafy
         n_cases += v == "unsat" and by_case is not None and how != "cases: 1"
         names.setdefault(name, []).append(v)
     confirmed = [n for n, vs in names.items() if all(v == "unsat" for v in vs)]
@@ -1124,8 +1144,21 @@ def cvc5_recorded_row(
         f"({sum(len(v) for v in names.values())} queries, {timeout_ms // 1000} s each; "
         f"{n_split} confirmed split into conjuncts"
         + (f", {n_cases} case by case" if cases else "")
+        + (f", {n_leaves} case by case to leaves (<= {leaves} cases)" if leaves else "")
         + ")"
-        + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
+        + (f"; NOT confirmed: {len(open_)}" if open_ else "")
+        + (
+            f" (make proofs-deep confirms them case by case to leaves, <= "
+            f"{cvc5leaves.MAX_LEAVES} cases: cvc5leaves.py)"
+            if open_ and deep_leaves and leaves < cvc5leaves.MAX_LEAVES and not disagree
+            else ""
+        )
+        + (
+            f" (make proofs-deep confirms {', '.join(deep)} case by case, cvc5cases.py)"
+            if (deep := [n for n in names if n in cvc5cases.CASES and n not in confirmed])
+            and not (cases or disagree)
+            else ""
+        ),
         status,
         time.perf_counter() - t0,
         replay="; ".join(
@@ -1556,6 +1589,8 @@ def run(
                     proofs,
                     split="source" in p["cvc5_split"],
                     cases=p["cvc5_cases"],
+                    leaves=p["cvc5_leaves"],
+                    deep_leaves=True,
                 )
             )
     if want("fixedn"):

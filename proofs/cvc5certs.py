@@ -138,7 +138,9 @@ def ask_clauses(
 
     names = [f"kvpool_part_{i}" for i in range(len(parts))]
     gs = [z3.Bool(n) for n in names]
-    text = cvc5more.export([*hyp, *(z3.Implies(g, z3.Not(p)) for g, p in zip(gs, parts))])
+    text = cvc5more.export(
+        [*hyp, *(z3.Implies(g, z3.Not(p)) for g, p in zip(gs, parts, strict=True))]
+    )
     tm = cvc5.TermManager()
     slv = cvc5.Solver(tm)
     slv.setOption("incremental", "true")
@@ -147,9 +149,7 @@ def ask_clauses(
         slv.setOption("arrays-exp", "true")  # constant arrays (z3's K)
     slv.setLogic("ALL")
     parser = cvc5.InputParser(slv)
-    parser.setStringInput(
-        cvc5.InputLanguage.SMT_LIB_2_6, text.replace("(check-sat)", ""), "kvpool"
-    )
+    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, text.replace("(check-sat)", ""), "kvpool")
     sm = parser.getSymbolManager()
     while True:
         cmd = parser.nextCommand()
@@ -178,7 +178,9 @@ def ask_clauses(
 def _stream(done: list[Verdict], names: Sequence[str], current: Verdict | None) -> list[Verdict]:
     """The verdicts so far, every query named: ``current`` (the one being asked), then
     :data:`NOT_ASKED` for those after it (never counted as confirmed)."""
-    rest = [n for n in names if n not in {v[0] for v in done} and (current is None or n != current[0])]
+    rest = [
+        n for n in names if n not in {v[0] for v in done} and (current is None or n != current[0])
+    ]
     return [
         *done,
         *([current] if current else []),
@@ -213,11 +215,18 @@ def confirm_clauses(
         t0 = time.perf_counter()
         parts = _parts(goal)
 
-        def show(asked: int, vs: list[str], name: str = name, zv: str = zv) -> None:
+        def show(
+            asked: int,
+            vs: list[str],
+            name: str = name,
+            zv: str = zv,
+            k: int = len(parts),
+            t0: float = t0,
+        ) -> None:
             if progress is None or time.perf_counter() - last[0] < every_s:
                 return
             last[0] = time.perf_counter()
-            how = f"{len(parts)} parts, incremental: {asked} asked, stopped there"
+            how = f"{k} parts, incremental: {asked} asked, stopped there"
             now = [name, zv, "unknown", f"{time.perf_counter() - t0:.1f}", how]
             progress(_stream(done, list(queries), now))
 
@@ -225,7 +234,8 @@ def confirm_clauses(
         cv = "sat" if "sat" in vs else "unsat" if set(vs) == {"unsat"} else "unknown"
         how = (
             f"{len(parts)} parts, incremental, one at a time: "
-            f"{vs.count('unsat')} unsat, {vs.count('sat')} sat, {vs.count('unknown')} unknown or not asked"
+            f"{vs.count('unsat')} unsat, {vs.count('sat')} sat, "
+            f"{vs.count('unknown')} unknown or not asked"
         )
         done.append([name, zv, cv, f"{time.perf_counter() - t0:.1f}", how])
         if progress is not None:

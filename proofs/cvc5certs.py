@@ -105,6 +105,11 @@ PART_GIVE_UP = 5
 """This many conjuncts left unknown in a row end a query's asks (those are hard, not
 starved): the query stays unknown."""
 
+LEFTOVERS = 20
+"""At most this many parts a query's incremental asks left unknown are asked again as
+:func:`cvc5more.confirm` asks a group (each part exported with the whole hypothesis:
+whole, in halves, then one by one); more, and the query stays unknown."""
+
 NOT_ASKED = "not asked"
 """A certificate query's verdicts when its child was stopped before it was asked."""
 
@@ -198,13 +203,17 @@ def confirm_clauses(
     """A certificate's queries (:func:`spacer_queries`), each exported once and z3's
     verdict on that text (as :func:`confirm`); cvc5's asked one conjunct of the goal at
     a time, incrementally (:func:`ask_clauses`): for ``Inv and T => Inv'`` each lemma of
-    ``Inv'``, for ``Inv => P`` each obligation of ``P``.
+    ``Inv'``, for ``Inv => P`` each conjunct of ``P``'s obligations (nested ``and``
+    flattened).
 
     Sound: ``H => (L_1 and ... and L_k)`` is valid iff every ``H => L_i`` is, so the
     query is unsat iff every ``H and not L_i`` is; cvc5's "unsat" is given only when it
     said unsat on every part, "sat" when it said sat on any part (a model of
     ``H and not L_i`` is a model of ``H and not (L_1 and ... and L_k)``: a disagreement),
-    else "unknown" (not confirmed). ``progress`` gets every query's verdicts so far
+    else "unknown" (not confirmed). Parts the incremental asks leave unknown (at most
+    :data:`LEFTOVERS`, none when one is sat) are asked again non-incrementally
+    (:func:`cvc5more.confirm`: the part with the whole hypothesis, the same query).
+    ``progress`` gets every query's verdicts so far
     (those not yet asked :data:`NOT_ASKED`) after each query and at most every
     ``every_s`` seconds within one, so a child stopped at its deadline still reports
     what it has."""
@@ -231,11 +240,20 @@ def confirm_clauses(
             progress(_stream(done, list(queries), now))
 
         vs = ask_clauses(hyp, parts, part_ms, show)
+        left = [i for i, v in enumerate(vs) if v == "unknown"]
+        again = ""
+        if left and "sat" not in vs and len(left) <= LEFTOVERS:
+            # (alone, not incrementally: cvc5's incremental mode skips some of its
+            # preprocessing, and a few parts of N=5's Inv => P stayed unknown there)
+            g = cvc5more.confirm(cvc5more.Group(name, hyp, [parts[i] for i in left]))
+            for i, v in zip(left, g.verdicts, strict=True):
+                vs[i] = v
+            again = f"; {len(left)} unknown asked again alone ({g.how}, {g.asks} asks)"
         cv = "sat" if "sat" in vs else "unsat" if set(vs) == {"unsat"} else "unknown"
         how = (
             f"{len(parts)} parts, incremental, one at a time: "
             f"{vs.count('unsat')} unsat, {vs.count('sat')} sat, "
-            f"{vs.count('unknown')} unknown or not asked"
+            f"{vs.count('unknown')} unknown or not asked{again}"
         )
         done.append([name, zv, cv, f"{time.perf_counter() - t0:.1f}", how])
         if progress is not None:

@@ -10,8 +10,10 @@ written out as three plain SMT-LIB 2 queries, each of which must be unsat:
 * ``Inv => P``: ``Inv(s) and not P(s)`` (for a step rule, ``Inv(s) and domain(a) and not
   P(s, a, r, T(s, a))``).
 
-Together they prove P for every run at that N without Spacer: a certificate. z3 and cvc5
-each read the same text (:func:`confirm`); both must say unsat. A ``sat`` from either is
+Together they prove P for every run at that N without Spacer: a certificate. z3 reads
+each query's exported text whole; cvc5 the same query one conjunct of its goal at a time
+(each lemma of ``Inv'``, each conjunct of ``P``), in one incremental solver that holds
+the hypothesis once (:func:`confirm_clauses`); both must say unsat. A ``sat`` from either is
 a failure ("disagree": Spacer said proved, its certificate does not hold); ``unknown``
 leaves it *not confirmed*.
 
@@ -297,7 +299,8 @@ def spacer_row(answers: Sequence[Certified], seconds: float) -> dict[str, Any]:
     return dict(
         obligation="cvc5 re-checks Spacer's invariant",
         kind="second solver",
-        technique="cvc5 (Spacer's invariant, SMT-LIB 2: Init => Inv, Inv and T => Inv', Inv => P)",
+        technique="cvc5 (Spacer's invariant, SMT-LIB 2: Init => Inv, Inv and T => Inv', Inv => P;"
+        " cvc5 asked one conjunct of each goal at a time, incrementally)",
         invariants=(),
         bounds="Spacer's invariant confirmed by z3 and cvc5 at "
         + (", ".join(f"N={a[0]} ({a[1]})" for a in ok) or "none")

@@ -127,14 +127,18 @@ def check(
     certify: bool = False,
     lose_invariant: bool = False,
     before_certs: Callable[[dict[str, Answer]], None] | None = None,
+    drop_lemma: int | None = None,
 ) -> dict[str, Answer]:
     """Spacer's verdict on each obligation in ``names`` (default: :data:`OBLIGATIONS`) at
     N=n, one query each; with ``together``, one query on their conjunction (key
     :data:`ALL`). ``options``: Fixedpoint parameters (default :data:`OPTIONS`). With
     ``certify``, each proved answer's ``cert``: the invariant Spacer found, written out
     and checked by z3 and cvc5 (:mod:`.cvc5certs`), after every query was asked
-    (``before_certs`` gets the answers then); ``lose_invariant`` is the seeded bug of
-    that check's test (the invariant written out as ``true``)."""
+    (``before_certs`` gets the answers then, and again with each certificate's verdicts
+    so far as they come: :func:`cvc5certs.confirm_clauses`); ``lose_invariant`` is the seeded bug of
+    that check's test (the invariant written out as ``true``), ``drop_lemma`` another
+    (the invariant's lemma of that index left out: no longer inductive when the others
+    need it, and then ``Inv and T => Inv'`` is sat)."""
     if n < 1:
         raise ValueError(f"N must be >= 1, got {n}")
     wanted = names or OBLIGATIONS
@@ -183,6 +187,9 @@ def check(
             if res == z3.unsat:
                 if certify:
                     inv = z3.BoolVal(True) if lose_invariant else fp.get_cover_delta(-1, reach)
+                    if drop_lemma is not None and z3.is_and(inv):
+                        lemmas = list(inv.children())
+                        inv = z3.And(lemmas[:drop_lemma] + lemmas[drop_lemma + 1 :])
                     init = _flat(initial(cfg), (caching, events))
                     post = _flat(t, (caching, events))
                     qs = cvc5certs.spacer_queries(inv, vs, init, post, dom, goal, uses_step[name])
@@ -195,7 +202,13 @@ def check(
     if pending and before_certs is not None:
         before_certs(dict(out))
     for name, qs in pending.items():
-        out[name] = replace(out[name], cert=cvc5certs.confirm(qs))
+
+        def report(cert: list[list[str]], name: str = name) -> None:
+            out[name] = replace(out[name], cert=cert)
+            if before_certs is not None:
+                before_certs(dict(out))
+
+        out[name] = replace(out[name], cert=cvc5certs.confirm_clauses(qs, progress=report))
     return out
 
 
@@ -236,7 +249,7 @@ def check_isolated(
         dt = time.perf_counter() - t0
         early = _answers(exc.stdout, keys)  # (killed while checking the certificates)
         if early is not None:
-            why = f"certificate not checked: killed after {dt:.0f} s"
+            why = f"certificate not (fully) checked: killed after {dt:.0f} s"
             return {k: replace(a, detail=a.detail or why) for k, a in early.items()}
         return {k: Answer(k, n, "timeout", dt, f"killed after {dt:.0f} s") for k in keys}
     dt = time.perf_counter() - t0

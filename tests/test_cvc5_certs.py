@@ -110,6 +110,62 @@ def test_a_spacer_child_killed_while_certifying_keeps_its_answer() -> None:
     assert spacer._answers(b"", ("all",)) is None
     row = cvc5certs.spacer_row([(5, "every obligation", "proved", [])], 0.0)
     assert row["status"] == "partly-confirmed" and "certificate not checked" in row["replay"]
+    # killed while asking the certificate: what it streamed so far is kept, not confirmed
+    so_far = [["Init => Inv", "unsat", "unsat", "0.1", "2 parts"]]
+    so_far += [[q, cvc5certs.NOT_ASKED, cvc5certs.NOT_ASKED, "0.0", "stopped"] for q in "AB"]
+    streamed = asdict(spacer.Answer("all", 5, "proved", 12.0, cert=so_far))
+    got = spacer._answers(json.dumps({"all": streamed}).encode(), ("all",))
+    assert got is not None and cvc5certs.verdict(got["all"].cert) == "unknown"
+    row = cvc5certs.spacer_row([(5, "every obligation", "proved", got["all"].cert)], 0.0)
+    assert row["status"] == "partly-confirmed" and "A: z3 not asked" in row["replay"]
+
+
+# -- the certificate asked one conjunct at a time, incrementally (confirm_clauses) ------------
+
+
+def _shift_register(lemmas: list[z3.BoolRef]) -> dict[str, cvc5certs.Query]:
+    """x, y start at 0; a step sets x to y and y to 0; P: x == 0. Its invariant is the
+    two lemmas ``x == 0`` and ``y == 0``: the first is not inductive without the second."""
+    x, y = z3.Ints("x y")
+    inv = z3.And(lemmas) if len(lemmas) > 1 else lemmas[0]
+    return cvc5certs.spacer_queries(
+        inv, [x, y], [z3.IntVal(0)] * 2, [y, z3.IntVal(0)], z3.BoolVal(True), x == 0, False
+    )
+
+
+def test_the_certificate_is_confirmed_lemma_by_lemma() -> None:
+    v0, v1 = z3.Var(0, z3.IntSort()), z3.Var(1, z3.IntSort())
+    seen: list[list[cvc5certs.Verdict]] = []
+    certs = cvc5certs.confirm_clauses(_shift_register([v0 == 0, v1 == 0]), 5000, 5000, seen.append)
+    assert [(z, c) for _, z, c, *_ in certs] == [("unsat", "unsat")] * 3
+    assert "2 parts, incremental, one at a time: 2 unsat" in certs[1][4]
+    assert cvc5certs.verdict(certs) == "agree" and seen[-1] == certs
+    # (streamed as it goes: the first report names the queries not asked yet)
+    assert [c[2] for c in seen[0]] == ["unsat", cvc5certs.NOT_ASKED, cvc5certs.NOT_ASKED]
+    assert cvc5certs.verdict(seen[0]) == "unknown"
+
+
+def test_a_dropped_lemma_makes_one_part_sat_and_fails_the_row() -> None:
+    """The seeded bug: the invariant without its lemma ``y == 0``. Then ``x' == 0``
+    (x' is y) does not follow: that part is sat to cvc5, the query sat to z3 too, and the
+    row says disagree."""
+    v0 = z3.Var(0, z3.IntSort())
+    certs = cvc5certs.confirm_clauses(_shift_register([v0 == 0]), 5000, 5000)
+    got = {q: (z, c) for q, z, c, *_ in certs}
+    assert got["Inv and T => Inv'"] == ("sat", "sat")
+    assert got["Init => Inv"] == got["Inv => P"] == ("unsat", "unsat")
+    row = runner.ObligationResult(**cvc5certs.spacer_row([(2, "x", "proved", certs)], 0.1))
+    assert row.status == "disagree" and not row.ok
+
+
+def test_a_part_that_simplifies_away_is_still_asked() -> None:
+    """A part ``false`` (its ``g => not false`` simplifies to true, the g gone from the
+    text) is sat whenever the hypothesis is; a part ``true`` is unsat."""
+    x = z3.Int("x")
+    assert cvc5certs.ask_clauses([x > 0], [z3.BoolVal(True), z3.BoolVal(False)]) == [
+        "unsat",
+        "sat",
+    ]
 
 
 # -- a query split on its ite conditions ---------------------------------------------------
@@ -230,6 +286,10 @@ def test_spacers_real_invariant_is_certified_and_a_lost_one_is_not() -> None:
     assert lost.status == "proved"  # (Spacer's answer is right: its export is not)
     assert cvc5certs.verdict(lost.cert) == "disagree"
     assert lost.cert[2][:3] == ["Inv => P", "sat", "sat"]
+    # another: Spacer's invariant at N=2 without its first lemma is not inductive
+    (dropped,) = spacer.check(2, ("INV-FREE",), certify=True, drop_lemma=0).values()
+    assert dropped.cert[1][:3] == ["Inv and T => Inv'", "sat", "sat"]
+    assert cvc5certs.verdict(dropped.cert) == "disagree"
 
 
 @deep

@@ -250,16 +250,18 @@ SOURCE_LINES = {
 """The dashboard's line for each kind of row about ``impl/pool.py``'s source."""
 
 PROOF_COSTS: dict[str, float] = {
-    "bmc-induction": 190.0,
-    "differential": 80.0,
-    "fixedn": 160.0,
-    "refinement": 50.0,
-    "source": 130.0,
-    "spacer": 20.0,  # make verify's: N=3 and 4 and two mutants, ~16 CPU s
-    "twopool": 20.0,
-    "multikey": 30.0,
-    "symlists": 60.0,
-    "pool-source": 10.0,  # make verify's: get_new_blocks from source (pyhot), ~5 CPU s
+    # CPU s of each part in `make verify VERIFY_ARGS="--json F"` (2026-12-06, load ~3):
+    # they only order the queue, longest first
+    "bmc-induction": 90.0,
+    "differential": 33.0,
+    "fixedn": 80.0,
+    "refinement": 14.0,
+    "source": 41.0,
+    "spacer": 13.0,  # make verify's: N=3 and 4 and two mutants
+    "twopool": 19.0,
+    "multikey": 26.0,
+    "symlists": 17.0,
+    "pool-source": 5.0,  # make verify's: get_new_blocks from source (pyhot)
 }
 
 
@@ -845,7 +847,7 @@ def run_catalogue(profile: Profile) -> Check:
 
 # -- CrossHair --------------------------------------------------------------------------------
 
-CONTRACT_COSTS: dict[str, float] = {"bounded": 45.0, "entry": 25.0, "find": 12.0}
+CONTRACT_COSTS: dict[str, float] = {"bounded": 8.0, "entry": 5.5, "find": 1.0}  # as PROOF_COSTS
 
 
 def _contract_parts(profile: Profile) -> list[tuple[str, float]]:
@@ -1015,9 +1017,9 @@ over-free of a block in use is drawn too rarely); at 500 all 44 fail, in at most
 
 
 def _oracle_parts(profile: Profile) -> list[tuple[str, float]]:
-    parts = [(level, 40.0) for level in ORACLE_LEVELS]
+    parts = [(level, 5.0) for level in ORACLE_LEVELS]  # CPU s, as PROOF_COSTS
     if profile == "full":
-        parts += [(f"catalogue:{i}/{SHARDS}", 30.0) for i in range(SHARDS)]
+        parts += [(f"catalogue:{i}/{SHARDS}", 75.0) for i in range(SHARDS)]
     return parts
 
 
@@ -1094,14 +1096,14 @@ RUNNERS: list[Runner | Callable[[Profile], Check | list[Check]]] = [
     Runner(
         "lockstep",
         "Hypothesis: the spec and kvpool.impl in lockstep, at the exact and robust levels",
-        lambda profile: [(lv, 70.0) for lv in LOCKSTEP_LEVELS],
+        lambda profile: [(lv, 30.0) for lv in LOCKSTEP_LEVELS],  # CPU s, as PROOF_COSTS
         _lockstep_work,
         _lockstep_combine,
     ),
     Runner(
         "catalogue",
         "The bug catalogue: every mutant of kvpool.impl hunted by the lockstep machine",
-        lambda profile: [(f"{i}/{SHARDS}", 40.0) for i in range(SHARDS)],
+        lambda profile: [(f"{i}/{SHARDS}", 16.0) for i in range(SHARDS)],
         _catalogue_work,
         _catalogue_combine,
     ),

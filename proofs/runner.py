@@ -136,9 +136,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # case by case: the every-N induction row 116 CPU s of cvc5 with it (PERM / FreeBlocks
         # ~67 of them): "deep"
         "cvc5_cases": False,
-        # the six posts left unknown: 8-70 cases, 38 CPU s in all (12-06, load 4-5); even
-        # the four with <= 11 cases added 23 CPU s to the row (load 6): "deep"
-        "cvc5_leaves": 0,
+        # the six posts left unknown, to leaves: the source part 59 -> 92 CPU s (12-06,
+        # quiet), its cvc5 row 26 of 26 where it was 20 of 26
+        "cvc5_leaves": cvc5leaves.MAX_LEAVES,
         # Spacer, no hand lemma (its own part, :func:`run_spacer`), as (N, obligations):
         # every fixed-N obligation in one query at N=3 and N=4, and its two mutants at N=3:
         # 15.8 CPU s with the children (12-06, load ~6); N=5 and 6 and the certificate

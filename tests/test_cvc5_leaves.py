@@ -125,11 +125,11 @@ def test_a_row_without_cases_names_where_the_named_obligations_are_confirmed(
     assert "make proofs-deep" not in other.bounds
 
 
-def test_make_proofs_deep_asks_to_leaves_and_make_verify_does_not() -> None:
-    """The decision the docs state: deep asks up to the full case budget, make verify
-    none (its source row then names make proofs-deep)."""
+def test_make_verify_and_make_proofs_deep_ask_to_leaves_and_make_test_does_not() -> None:
+    """The decision the docs state: make verify and make proofs-deep ask up to the full
+    case budget (make verify's source row then confirms all 26), the fast profile none."""
     assert runner.PROFILES["deep"]["cvc5_leaves"] == cvc5leaves.MAX_LEAVES
-    assert runner.PROFILES["default"]["cvc5_leaves"] == 0
+    assert runner.PROFILES["default"]["cvc5_leaves"] == cvc5leaves.MAX_LEAVES
     assert runner.PROFILES["fast"]["cvc5_leaves"] == 0
 
 

@@ -141,28 +141,13 @@ def ask_clauses(
     :data:`PART_GIVE_UP` unknowns in a row stop the asks (the rest stay "unknown"), and a
     "sat" stops them (a model of one part is a model of the query). ``progress`` gets
     the number asked and the verdicts so far after each ask."""
-    import cvc5  # type: ignore[import-untyped]
-
     names = [f"kvpool_part_{i}" for i in range(len(parts))]
     gs = [z3.Bool(n) for n in names]
     text = cvc5more.export(
         [*hyp, *(z3.Implies(g, z3.Not(p)) for g, p in zip(gs, parts, strict=True))]
     )
-    tm = cvc5.TermManager()
-    slv = cvc5.Solver(tm)
-    slv.setOption("incremental", "true")
-    slv.setOption("tlimit-per", str(timeout_ms))
-    if "(as const" in text:
-        slv.setOption("arrays-exp", "true")  # constant arrays (z3's K)
-    slv.setLogic("ALL")
-    parser = cvc5.InputParser(slv)
-    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, text.replace("(check-sat)", ""), "kvpool")
-    sm = parser.getSymbolManager()
-    while True:
-        cmd = parser.nextCommand()
-        if cmd.isNull():
-            break
-        cmd.invoke(slv, sm)
+    slv, sm = smtlib.cvc5_load(text, timeout_ms, incremental=True)
+    tm = slv.getTermManager()
     declared = {str(t): t for t in sm.getDeclaredTerms()}
     out = ["unknown"] * len(parts)
     misses = 0

@@ -182,16 +182,7 @@ def ask_leaf(hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = LEAF_MS)
     parts = smtlib.split_queries(hyp, goal)
     if len(parts) <= 1:
         return v
-    for q in parts:
-        text = cvc5more.export(q)
-        pv = "unknown"
-        for opts in PART_OPTIONS:
-            pv, _ = smtlib.cvc5_check_bounded(text, timeout_ms, options=opts)
-            if pv in ("unsat", "sat"):
-                break
-        if pv != "unsat":
-            return pv
-    return "unsat"
+    return smtlib.parts_unsat(parts, timeout_ms, PART_OPTIONS, cvc5more.export)
 
 
 def confirm(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
@@ -115,33 +116,47 @@ def to_smt2_lifted(query: list[z3.BoolRef]) -> str:
     return to_smt2(lift_lambdas([z3.simplify(q.translate(ctx)) for q in query]))
 
 
-def cvc5_check(
-    text: str, timeout_ms: int = 60000, options: dict[str, str] | None = None
-) -> tuple[str, float]:
-    """cvc5's verdict on an SMT-LIB 2 script: "unsat", "sat" or "unknown", and its time.
-    ``options``: cvc5 options by name (e.g. ``{"full-saturate-quant": "true"}``)."""
+def cvc5_load(
+    text: str,
+    timeout_ms: int,
+    options: dict[str, str] | None = None,
+    incremental: bool = False,
+) -> tuple[Any, Any]:
+    """A cvc5 solver with ``text``'s declarations and assertions read in (its
+    ``(check-sat)`` left out), each check limited to ``timeout_ms`` (``tlimit-per``), and
+    the parser's symbol manager (for the declared terms): the one place that sets cvc5
+    up, for one check (:func:`cvc5_check`) or many (``incremental``)."""
     import cvc5  # type: ignore[import-untyped]
 
-    tm = cvc5.TermManager()
-    slv = cvc5.Solver(tm)
+    slv = cvc5.Solver(cvc5.TermManager())
+    if incremental:
+        slv.setOption("incremental", "true")
     slv.setOption("tlimit-per", str(timeout_ms))
     for k, v in (options or {}).items():
         slv.setOption(k, v)
-    if "(lambda (" in text:
-        # (z3 reads a lambda as an array, cvc5 as a function: :func:`lift_lambdas` first)
-        raise ValueError("the query has a lambda; export it with lift_lambdas")
     if "(as const" in text:
         slv.setOption("arrays-exp", "true")  # constant arrays (z3's K)
     slv.setLogic("ALL")
     parser = cvc5.InputParser(slv)
-    body = text.replace("(check-sat)", "")
-    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, body, "kvpool")
+    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, text.replace("(check-sat)", ""), "kvpool")
     sm = parser.getSymbolManager()
     while True:
         cmd = parser.nextCommand()
         if cmd.isNull():
             break
         cmd.invoke(slv, sm)
+    return slv, sm
+
+
+def cvc5_check(
+    text: str, timeout_ms: int = 60000, options: dict[str, str] | None = None
+) -> tuple[str, float]:
+    """cvc5's verdict on an SMT-LIB 2 script: "unsat", "sat" or "unknown", and its time.
+    ``options``: cvc5 options by name (e.g. ``{"full-saturate-quant": "true"}``)."""
+    if "(lambda (" in text:
+        # (z3 reads a lambda as an array, cvc5 as a function: :func:`lift_lambdas` first)
+        raise ValueError("the query has a lambda; export it with lift_lambdas")
+    slv, _ = cvc5_load(text, timeout_ms, options)
     t0 = time.perf_counter()
     res = slv.checkSat()
     dt = time.perf_counter() - t0
@@ -358,19 +373,32 @@ def assume(
     return [*new_hyp, fact], z3.simplify(z3.substitute(goal, pair))
 
 
-def _confirm_parts(hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int) -> str:
-    """Every part of the goal (:func:`split_queries`) under each of :data:`CASE_OPTIONS`
-    until one says unsat: "unsat" if all are, "sat" if any is, else "unknown"."""
-    for q in split_queries(hyp, goal):
-        text = to_smt2_lifted(q)
+def parts_unsat(
+    parts: Sequence[list[z3.BoolRef]],
+    timeout_ms: int,
+    options: Sequence[dict[str, str]] = CASE_OPTIONS,
+    export: Callable[[list[z3.BoolRef]], str] = to_smt2_lifted,
+) -> str:
+    """Each query of ``parts`` (written by ``export``) asked of cvc5 under each of
+    ``options`` in turn until one answers: "unsat" if every part is, else the first
+    part's answer that is not ("sat": a model of that part; "unknown"), and no part after
+    it is asked."""
+    for q in parts:
+        text = export(q)
         pv = "unknown"
-        for opts in CASE_OPTIONS:
+        for opts in options:
             pv, _ = cvc5_check_bounded(text, timeout_ms, options=opts)
             if pv in ("unsat", "sat"):
                 break
         if pv != "unsat":
             return pv
     return "unsat"
+
+
+def _confirm_parts(hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int) -> str:
+    """Every part of the goal (:func:`split_queries`) under each of :data:`CASE_OPTIONS`
+    until one says unsat: "unsat" if all are, "sat" if any is, else "unknown"."""
+    return parts_unsat(split_queries(hyp, goal), timeout_ms)
 
 
 def cvc5_confirm_cases(

@@ -104,6 +104,10 @@ class BuggyWorld(World):
     """The executable spec with one bug of the catalogue."""
 
     bug: str = ""
+    queued_twice: tuple[int, ...] = ()
+    """Blocks a bug appended to the free queue while they were in it already. The spec's
+    queue is an ordered set, so it cannot show a block there twice, where the encoding's
+    queue (an array) does: a replay counts these as INV-FREE broken ("exactly once")."""
 
     @classmethod
     def make(cls, bug: str, num_blocks: int, caching: bool, events: bool) -> BuggyWorld:
@@ -212,6 +216,8 @@ class BuggyWorld(World):
             if ps.ref[b] == 0 or self.bug == "unpin-append-always":
                 released.append(b)
         for b in released:
+            if b in ps.free:  # (appended again: the encoding's queue holds it twice)
+                self.queued_twice = (*self.queued_twice, b)
             ps.free[b] = None
         return Outcome()
 

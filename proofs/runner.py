@@ -355,7 +355,9 @@ def _replay_ops(w: BuggyWorld, obligation: str, trace: list[Op]) -> str:
         before = w.pools[0].copy()
         out = w.apply(op)
         if obligation in INVARIANTS:
-            bad = [v for v in check_pool(w.pools[0]) if v.invariant == obligation]
+            bad: list[object] = [v for v in check_pool(w.pools[0]) if v.invariant == obligation]
+            if obligation == "INV-FREE" and w.queued_twice:
+                bad.append(f"INV-FREE: block {w.queued_twice[0]} queued twice")
             if bad:
                 return f"confirmed at step {i + 1}: {bad[0]}"
         else:

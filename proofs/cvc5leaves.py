@@ -53,9 +53,10 @@ QF_MS = 2000
 """cvc5's time limit on a case's quantifier-free hypotheses (:func:`closed`) and on the
 coverage query: both quantifier-free, asked in this process."""
 
-MAX_LEAVES = 128
+MAX_LEAVES = 160
 """At most this many cases (leaves and closed cases): past it the query is not confirmed.
-Measured 2026-12-06: ``append_n``'s post has 70 leaves, ``_remove``'s 7."""
+Measured 2026-12-06: ``append_n``'s post has 70 leaves, ``_remove``'s 7, the every-N
+induction's ``S and T => PERM / FreeBlocks`` 131 cases."""
 
 PART_OPTIONS: tuple[dict[str, str], ...] = ({}, {"full-saturate-quant": "true"})
 """cvc5's settings tried in turn on each part of a leaf it left unknown whole."""

@@ -1544,6 +1544,9 @@ def run(
                     rec,
                     split="bmc-induction" in p["cvc5_split"],
                     cases=p["cvc5_cases"],
+                    # (make verify: PERM's FreeBlocks step, unknown whole and split, is
+                    # asked to leaves; deep asks it by cvc5cases' atoms first)
+                    leaves=p["cvc5_leaves"],
                 )
             )
     if want("refinement"):

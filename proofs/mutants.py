@@ -109,6 +109,14 @@ class BuggyWorld(World):
     queue is an ordered set, so it cannot show a block there twice, where the encoding's
     queue (an array) does: a replay counts these as INV-FREE broken ("exactly once")."""
 
+    def _enqueue(self, ps: PoolState, b: int) -> None:
+        """Append ``b`` to the free queue's tail, as every bug here that queues a block
+        does; a block queued already is recorded in :attr:`queued_twice` (the encoding's
+        queue holds it twice, the ordered set here cannot)."""
+        if b in ps.free:
+            self.queued_twice = (*self.queued_twice, b)
+        ps.free[b] = None
+
     @classmethod
     def make(cls, bug: str, num_blocks: int, caching: bool, events: bool) -> BuggyWorld:
         # BuggyWorld.make(bug) builds whichever class re-creates ``bug`` (see world_class).
@@ -159,10 +167,10 @@ class BuggyWorld(World):
             if ps.ref[b] == 0:
                 (front if ps.key[b] is None or not ps.caching or evict_first else back).append(b)
         for b in front:  # bug: front[-1] ends up the head
-            ps.free[b] = None
+            self._enqueue(ps, b)
             ps.free.move_to_end(b, last=False)
         for b in back:
-            ps.free[b] = None
+            self._enqueue(ps, b)
 
     def _op_get_new_blocks(self, op: GetNewBlocks) -> Outcome:
         if self.bug not in ("lifo-handout", "watcher-kept"):
@@ -216,9 +224,7 @@ class BuggyWorld(World):
             if ps.ref[b] == 0 or self.bug == "unpin-append-always":
                 released.append(b)
         for b in released:
-            if b in ps.free:  # (appended again: the encoding's queue holds it twice)
-                self.queued_twice = (*self.queued_twice, b)
-            ps.free[b] = None
+            self._enqueue(ps, b)
         return Outcome()
 
     def _op_cache_blocks(self, op: CacheBlocks) -> Outcome:
@@ -318,7 +324,7 @@ class _StepRuleBugs(BuggyWorld):
             if ps.ref[b] == 0:
                 released.append(b)
         for b in reversed(released):  # bug: the tail gets them in reverse list order
-            ps.free[b] = None
+            self._enqueue(ps, b)
         return Outcome()
 
     def _op_free_blocks(self, op: FreeBlocks) -> Outcome:
@@ -374,7 +380,7 @@ class _LongListBugs(BuggyWorld):
             if ps.ref[b] == 0:
                 released.append(b)
         for b in released:
-            ps.free[b] = None
+            self._enqueue(ps, b)
         return Outcome()
 
     def _op_free_blocks(self, op: FreeBlocks) -> Outcome:
@@ -393,10 +399,10 @@ class _LongListBugs(BuggyWorld):
             if ps.ref[b] == 0 and i != 2:  # bug: the third entry is never queued
                 (front if ps.key[b] is None or not ps.caching or op.evict_first else back).append(b)
         for b in reversed(front):
-            ps.free[b] = None
+            self._enqueue(ps, b)
             ps.free.move_to_end(b, last=False)
         for b in back:
-            ps.free[b] = None
+            self._enqueue(ps, b)
         return Outcome()
 
     def _free_keeping_prefix(self, op: FreeBlocks) -> Outcome:

@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from kvpool import verify
+from kvpool.proofs.runner import ObligationResult
 from kvpool.verify import ROWS, Cell, Check, Profile
 
 
@@ -322,22 +323,35 @@ def test_a_part_that_hangs_is_stopped_and_is_a_failure(monkeypatch: pytest.Monke
     assert "timed out" in check.summary
 
 
-def test_proof_rows_survive_the_trip_through_json() -> None:
+def _inv_free_proved(seconds: float) -> ObligationResult:
     from kvpool.proofs import runner as proofs
-    from kvpool.proofs.runner import ObligationResult as R
 
-    rows = [
-        R(
-            "INV-FREE",
-            "fixed-N",
-            proofs.FIXEDN_TECHNIQUE,
-            ("INV-FREE",),
-            "N=3, every k",
-            "proved",
-            1.0,
-        ),
-        R("x [lifo-handout]", "mutant", "z3 BMC", ("ORD-HANDOUT",), "N=4", "expected-refuted", 1.0),
-    ]
+    return ObligationResult(
+        "INV-FREE",
+        "fixed-N",
+        proofs.FIXEDN_TECHNIQUE,
+        ("INV-FREE",),
+        "N=3, every k",
+        "proved",
+        seconds,
+    )
+
+
+def _lifo_mutant(bounds: str, seconds: float) -> ObligationResult:
+    return ObligationResult(
+        "x [lifo-handout]",
+        "mutant",
+        "z3 BMC",
+        ("ORD-HANDOUT",),
+        bounds,
+        "expected-refuted",
+        seconds,
+    )
+
+
+def test_proof_rows_survive_the_trip_through_json() -> None:
+
+    rows = [_inv_free_proved(1.0), _lifo_mutant("N=4", 1.0)]
     payload = json.loads(json.dumps([verify.asdict(r) for r in rows]))
     direct = {c.name: c for c in verify.proof_checks(rows)}
     via_json = {c.name: c for c in verify._proof_combine("fast", [payload])}
@@ -401,25 +415,9 @@ def test_obligations_lists_every_proof_row_with_technique_bounds_status_and_seco
     from kvpool.proofs.runner import ObligationResult as R
 
     rows = [
-        R(
-            "INV-FREE",
-            "fixed-N",
-            proofs.FIXEDN_TECHNIQUE,
-            ("INV-FREE",),
-            "N=3, every k",
-            "proved",
-            1.25,
-        ),
+        _inv_free_proved(1.25),
         R("RES-RESET", "fixed-N", proofs.FIXEDN_TECHNIQUE, ("RES-RESET",), "N=4", "unknown", 2.5),
-        R(
-            "x [lifo-handout]",
-            "mutant",
-            "z3 BMC",
-            ("ORD-HANDOUT",),
-            "N=4, k<=8",
-            "expected-refuted",
-            0.5,
-        ),
+        _lifo_mutant("N=4, k<=8", 0.5),
     ]
 
     def proofs_stand_in(profile: Profile) -> list[Check]:

@@ -38,7 +38,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from . import cvc5cases, smtlib
+from . import cvc5cases, fixedn, smtlib
 from .model import Record, constants, named, recording
 from .symsorts import SORTS_MARK
 
@@ -478,7 +478,8 @@ ONE_SOLVER = ("z3 BMC", "z3 Spacer (fixed N)")
 """Techniques whose proofs cvc5 does not re-ask query by query: BMC's unrolled queries
 (its rows are "bounded") and Spacer's Horn clauses. Their own cvc5 rows
 (:mod:`.cvc5certs`: Spacer's invariant as three plain checks, BMC's unrolled queries at
-the bounds the row names) count for them where a run has them."""
+the bounds the row names) count for them where a run has them, and so does the fixed-N
+induction's certificate on the same model (:func:`certified_by_fixedn`)."""
 
 
 def _part_of(r: Any) -> str | None:
@@ -528,6 +529,88 @@ _CVC5_ROWS: tuple[tuple[str, str], ...] = (
 )
 
 
+# -- BMC's and Spacer's claims, through the fixed-N induction's certificate -----------------
+
+_ONE_POOL = re.compile(r"\bN=(\d+)\b.*?\blists<=(\d+) keys=(\d+) watchers=(\d+)")
+_OTHER_MODELS = ("two pools", "multi-key", "event log a sequence", "+")
+
+CERTIFICATE = fixedn.STATE_OBLIGATIONS + fixedn.STEP_RULES
+"""What the fixed-N induction proves at one N: ``H`` (every state obligation, with its
+ghost conjuncts LO-HI and WATCH-PER-BLOCK) holds on the pool as built, and every step
+from a state satisfying ``H`` keeps each part of ``H`` and meets every step rule."""
+
+
+def one_pool_params(bounds: str) -> tuple[int, int, int, int] | None:
+    """``(N, lists, keys, watchers)`` of a row about one pool of the finite reading
+    (:mod:`.model`'s ``Finite``), read from its bounds; None for any other model (two
+    pools, several keys, the log as a sequence) or bounds that do not say all four."""
+    if any(m in bounds for m in _OTHER_MODELS):
+        return None
+    m = _ONE_POOL.search(bounds)
+    if m is None:
+        return None
+    n, lists, keys, watchers = (int(g) for g in m.groups())
+    return n, lists, keys, watchers
+
+
+def certified_by_fixedn(rows: list[Any]) -> dict[tuple[int, int, int, int], str]:
+    """The one-pool models whose every-k certificate cvc5 confirmed in ``rows``: for
+    each ``(N, lists, keys, watchers)``, the name of the cvc5 row that did.
+
+    A model qualifies when the fixed-N induction proved every name of
+    :data:`CERTIFICATE` there (its init and step queries) and the cvc5 row of that N
+    ("cvc5 re-checks N=...", every query z3 proved at N asked of cvc5) agrees. Then cvc5
+    alone has shown ``H`` on the pool as built and ``H`` kept by every step, so every
+    state obligation and step rule holds on every run of any length at that N. BMC
+    builds its runs from the same pieces (``model.initial``, ``transition``,
+    ``args_domain`` and ``props``, on the same ``Config``), and Spacer asks about the
+    same transition, so a BMC or Spacer row proved for a name of :data:`CERTIFICATE` on
+    that model is a claim cvc5 has confirmed (for every k, so for any k <= K too)."""
+    proved: dict[tuple[int, int, int, int], set[str]] = {}
+    for r in rows:
+        p = one_pool_params(r.bounds)
+        if r.kind == "fixed-N" and r.status == "proved" and p is not None:
+            proved.setdefault(p, set()).add(r.obligation)
+    agree: dict[int, list[str]] = {}
+    for r in rows:
+        if r.kind == "second solver" and re.fullmatch(r"cvc5 re-checks N=\d+", r.obligation):
+            agree.setdefault(int(r.obligation.rsplit("=", 1)[1]), []).append(r.status)
+    return {
+        p: f"cvc5 re-checks N={p[0]}"
+        for p, names in proved.items()
+        if set(CERTIFICATE) <= names and agree.get(p[0]) and set(agree[p[0]]) == {"agree"}
+    }
+
+
+def certified_row(r: Any, certified: dict[tuple[int, int, int, int], str]) -> str | None:
+    """The cvc5 row that confirms proved BMC or Spacer row ``r``'s claim through the
+    fixed-N certificate (:func:`certified_by_fixedn`), or None."""
+    p = one_pool_params(r.bounds)
+    if r.status != "proved" or r.technique not in ONE_SOLVER or p not in certified:
+        return None
+    names = set(r.invariants)
+    return certified[p] if names and names <= set(CERTIFICATE) else None
+
+
+def _through_certificate(
+    part: str, n: int, who: str, rows: list[Any], certified: dict[tuple[int, int, int, int], str]
+) -> str:
+    """``who`` for BMC's or Spacer's ``n`` proved rows, with the rows whose claim cvc5
+    confirmed through the fixed-N certificate (:func:`certified_row`): "z3 + cvc5" when
+    that covers all ``n``, "(partly)" when some, and which cvc5 rows did it."""
+    tied = [
+        c for r in rows if _part_of(r) == part and (c := certified_row(r, certified)) is not None
+    ]
+    if not tied:
+        return who
+    via = f"through the fixed-N certificate ({', '.join(sorted(set(tied)))})"
+    if len(tied) == n:
+        own = "" if who == "z3 only" else f"; its own cvc5 rows: {who.removeprefix('z3 + ')}"
+        return f"z3 + cvc5, every row's claim {via}{own}"
+    rest = n - len(tied)
+    return f"z3 + cvc5 (partly): {len(tied)} of {n} rows' claims {via}; the other {rest}: {who}"
+
+
 def solvers_note(rows: list[Any]) -> str:
     """Per proof part of ``rows``: how many rows z3 proved there, and which solvers
     confirmed them: "z3 + cvc5" when the part's cvc5 rows all agree, "z3 + cvc5
@@ -555,6 +638,7 @@ def solvers_note(rows: list[Any]) -> str:
         for part, prefix in _CVC5_ROWS:
             if r.obligation.startswith(prefix):
                 cvc5.setdefault(part, []).append(r.status)
+    certified = certified_by_fixedn(rows)
     out = []
     for part, n in proved.items():
         seen = cvc5.get(part, [])
@@ -571,5 +655,7 @@ def solvers_note(rows: list[Any]) -> str:
             who += f"; z3 only at {', '.join(sorted(fixed_ns))}"
         if part == "z3 BMC" and seen:
             who += f" at {', '.join(bmc_at)} only"
+        if part in ONE_SOLVER and "DISAGREES" not in who:
+            who = _through_certificate(part, n, who, rows, certified)
         out.append(f"{part} ({n} rows): {who}")
     return "solvers by part: " + "; ".join(out) if out else ""

@@ -336,7 +336,8 @@ def run_bmc(n: int, k: int, M: int, timeout_ms: int = 600000) -> list[Obligation
                 status[o] = "unknown" if r == z3.unknown else "refuted"
         for o in names:
             s.add(u.obligations[o][step])
-    bounds = f"N={n} k={k} lists<={M} keys=2 watchers=2 caching,events symbolic"
+    c = u.cfg
+    bounds = f"N={n} k={k} lists<={c.M} keys={c.K} watchers={c.W} caching,events symbolic"
     return [
         ObligationResult(o, "BMC", "z3 BMC", _inv_of(o), bounds, status[o], times[o]) for o in names
     ]

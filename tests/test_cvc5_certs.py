@@ -333,3 +333,92 @@ def test_smtlib_reads_the_toy_certificate_as_z3_wrote_it() -> None:
     hyp, goal = qs["Inv => P"]
     text = smtlib.to_smt2([*hyp, z3.Not(goal)])
     assert "(check-sat)" in text and smtlib.z3_check(text)[0] == "unsat"
+
+
+# -- BMC's and Spacer's claims through the fixed-N certificate -------------------------------
+
+
+def _certificate_rows(
+    n: int = 4,
+    cvc5: str = "agree",
+    drop: str | None = None,
+    bounds: str | None = None,
+) -> list[runner.ObligationResult]:
+    """The fixed-N induction's rows at N=n (every name of the certificate proved, but
+    ``drop``, left unknown) and its cvc5 row (status ``cvc5``), as the fixedn part makes them."""
+    fixed = bounds or f"{runner._fixedn_bounds(n)} (12 cases)"
+    rows = [
+        runner.ObligationResult(
+            name,
+            "fixed-N",
+            runner.FIXEDN_TECHNIQUE,
+            (name,),
+            fixed,
+            "unknown" if name == drop else "proved",
+            0.0,
+        )
+        for name in cvc5more.CERTIFICATE
+    ]
+    rows.append(
+        runner.ObligationResult(
+            f"cvc5 re-checks N={n}", "second solver", "cvc5", (), f"N={n}: ...", cvc5, 0.0
+        )
+    )
+    return rows
+
+
+def _bmc_rows(n: int = 4, keys: int = 2) -> list[runner.ObligationResult]:
+    bounds = f"N={n} k={n} lists<=2 keys={keys} watchers=2 caching,events symbolic"
+    return [
+        runner.ObligationResult(o, "BMC", "z3 BMC", (o,), bounds, "proved", 0.0)
+        for o in ("INV-REF", "INV-FREE", "ORD-UNPIN")
+    ]
+
+
+def test_bmc_and_spacer_claims_are_confirmed_through_the_fixedn_certificate() -> None:
+    spacer_row = runner.ObligationResult(
+        "every obligation (Spacer, N=4)",
+        "spacer",
+        runner.SPACER_TECHNIQUE,
+        runner.spacer.OBLIGATIONS,
+        runner._spacer_bounds(4),
+        "proved",
+        0.0,
+    )
+    note = cvc5more.solvers_note(_certificate_rows() + _bmc_rows() + [spacer_row])
+    via = "through the fixed-N certificate (cvc5 re-checks N=4)"
+    assert f"z3 BMC (3 rows): z3 + cvc5, every row's claim {via}" in note
+    assert f"z3 Spacer (fixed N) (1 rows): z3 + cvc5, every row's claim {via}" in note
+    # the bounds the runner writes are the ones the tie reads
+    assert cvc5more.one_pool_params(runner._spacer_bounds(3)) == (3, 2, 2, 2)
+    assert cvc5more.one_pool_params(runner._fixedn_bounds(6) + " (12 cases)") == (6, 2, 2, 2)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        # a part of H the induction did not prove: no certificate
+        _certificate_rows(drop="LO-HI") + _bmc_rows(),
+        # cvc5 left a query at N=4 unconfirmed
+        _certificate_rows(cvc5="unknown") + _bmc_rows(),
+        # the runs BMC searched have more keys than the certificate's model
+        _certificate_rows() + _bmc_rows(keys=3),
+        # BMC at N=6, cvc5 confirmed the certificate at N=4 only
+        _certificate_rows() + _bmc_rows(n=6),
+        # the same numbers for two pools are another model
+        _certificate_rows(bounds="N=4+4 (two pools), every k, lists<=2 keys=2 watchers=2")
+        + _bmc_rows(),
+    ],
+    ids=["H-part-unknown", "cvc5-unknown", "other-keys", "other-N", "two-pools"],
+)
+def test_a_certificate_that_does_not_cover_the_bmc_rows_confirms_nothing(
+    rows: list[runner.ObligationResult],
+) -> None:
+    assert "z3 BMC (3 rows): z3 only" in cvc5more.solvers_note(rows)
+
+
+def test_bmc_rows_partly_covered_by_the_certificate_say_how_many() -> None:
+    rows = _certificate_rows() + _bmc_rows() + _bmc_rows(n=6)
+    note = cvc5more.solvers_note(rows)
+    assert "z3 BMC (6 rows): z3 + cvc5 (partly): 3 of 6 rows' claims through" in note
+    assert "the other 3: z3 only" in note

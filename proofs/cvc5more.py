@@ -38,7 +38,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from . import cvc5cases, fixedn, smtlib
+from . import cvc5cases, fixedn, smtlib, twopool
 from .model import Record, constants, named, recording
 from .symsorts import SORTS_MARK
 
@@ -532,68 +532,95 @@ _CVC5_ROWS: tuple[tuple[str, str], ...] = (
 # -- BMC's and Spacer's claims, through the fixed-N induction's certificate -----------------
 
 _ONE_POOL = re.compile(r"\bN=(\d+)\b.*?\blists<=(\d+) keys=(\d+) watchers=(\d+)")
-_OTHER_MODELS = ("two pools", "multi-key", "event log a sequence", "+")
+_TWO_POOLS = re.compile(r"\bN=(\d+)\+(\d+)\b.*?\blists<=(\d+) keys=(\d+) watchers=(\d+)")
+_OTHER_MODELS = ("multi-key", "event log a sequence", "every N")
 
-CERTIFICATE = fixedn.STATE_OBLIGATIONS + fixedn.STEP_RULES
-"""What the fixed-N induction proves at one N: ``H`` (every state obligation, with its
-ghost conjuncts LO-HI and WATCH-PER-BLOCK) holds on the pool as built, and every step
-from a state satisfying ``H`` keeps each part of ``H`` and meets every step rule."""
+Model = tuple[str, tuple[int, ...]]
+"""A finite model a row speaks of: ("one pool", (N, lists, keys, watchers)) or
+("two pools", (N_0, N_1, lists, keys, watchers))."""
+
+CERTIFICATE: dict[str, tuple[str, ...]] = {
+    "one pool": fixedn.STATE_OBLIGATIONS + fixedn.STEP_RULES,
+    "two pools": twopool.STATE_NAMES + twopool.RULE_NAMES,
+}
+"""What the fixed-N induction proves of a model, per kind: ``H`` (every state obligation,
+with its ghost conjuncts LO-HI and WATCH-PER-BLOCK) holds on the pool (the world) as
+built, and every step from a state satisfying ``H`` keeps each part of ``H`` and meets
+every step rule."""
 
 
-def one_pool_params(bounds: str) -> tuple[int, int, int, int] | None:
-    """``(N, lists, keys, watchers)`` of a row about one pool of the finite reading
-    (:mod:`.model`'s ``Finite``), read from its bounds; None for any other model (two
-    pools, several keys, the log as a sequence) or bounds that do not say all four."""
+def model_of(bounds: str) -> Model | None:
+    """The finite model a row's bounds name (one pool of :mod:`.model`'s ``Finite``
+    reading, or two pools of :mod:`.twopool`), with its list length and the numbers of
+    keys and watchers; None for any other model (several keys, the log as a sequence,
+    every N) or bounds that do not say them all."""
     if any(m in bounds for m in _OTHER_MODELS):
         return None
+    if "two pools" in bounds:
+        m = _TWO_POOLS.search(bounds)
+        return ("two pools", tuple(int(g) for g in m.groups())) if m else None
     m = _ONE_POOL.search(bounds)
-    if m is None:
-        return None
-    n, lists, keys, watchers = (int(g) for g in m.groups())
-    return n, lists, keys, watchers
+    return ("one pool", tuple(int(g) for g in m.groups())) if m else None
 
 
-def certified_by_fixedn(rows: list[Any]) -> dict[tuple[int, int, int, int], str]:
-    """The one-pool models whose every-k certificate cvc5 confirmed in ``rows``: for
-    each ``(N, lists, keys, watchers)``, the name of the cvc5 row that did.
+def _cvc5_rows_of(model: Model) -> tuple[str, str]:
+    """(how the cvc5 rows that ask every query z3 proved on ``model`` begin, how the note
+    names them)."""
+    if model[0] == "one pool":
+        name = f"cvc5 re-checks N={model[1][0]}"
+        return name, name
+    return f"cvc5 re-checks {FAMILIES['twopool']}", "cvc5 re-checks two pools"
 
-    A model qualifies when the fixed-N induction proved every name of
-    :data:`CERTIFICATE` there (its init and step queries) and the cvc5 row of that N
-    ("cvc5 re-checks N=...", every query z3 proved at N asked of cvc5) agrees. Then cvc5
-    alone has shown ``H`` on the pool as built and ``H`` kept by every step, so every
-    state obligation and step rule holds on every run of any length at that N. BMC
-    builds its runs from the same pieces (``model.initial``, ``transition``,
-    ``args_domain`` and ``props``, on the same ``Config``), and Spacer asks about the
-    same transition, so a BMC or Spacer row proved for a name of :data:`CERTIFICATE` on
-    that model is a claim cvc5 has confirmed (for every k, so for any k <= K too)."""
-    proved: dict[tuple[int, int, int, int], set[str]] = {}
+
+def certified_by_fixedn(rows: list[Any]) -> dict[Model, str]:
+    """The models whose every-k certificate cvc5 confirmed in ``rows``, each with the
+    name of the cvc5 row that did.
+
+    A model qualifies when the fixed-N induction proved every name of its
+    :data:`CERTIFICATE` there (their init and step queries) and every cvc5 row that asks
+    the queries z3 proved there ("cvc5 re-checks N=...", one per N; for two pools the
+    two-pool part's row) agrees. Then cvc5 alone has shown ``H`` on the model as built
+    and ``H`` kept by every step, so each state obligation and step rule holds on every
+    run of any length there. BMC builds its runs from the same pieces (the initial
+    state, the transition, the argument domain and the obligations, on the same
+    configuration), and Spacer asks about the same transition, so a BMC or Spacer row
+    proved for names of the certificate on that model is a claim cvc5 has confirmed
+    (for every k, so for k <= K too)."""
+    proved: dict[Model, set[str]] = {}
     for r in rows:
-        p = one_pool_params(r.bounds)
-        if r.kind == "fixed-N" and r.status == "proved" and p is not None:
-            proved.setdefault(p, set()).add(r.obligation)
-    agree: dict[int, list[str]] = {}
-    for r in rows:
-        if r.kind == "second solver" and re.fullmatch(r"cvc5 re-checks N=\d+", r.obligation):
-            agree.setdefault(int(r.obligation.rsplit("=", 1)[1]), []).append(r.status)
-    return {
-        p: f"cvc5 re-checks N={p[0]}"
-        for p, names in proved.items()
-        if set(CERTIFICATE) <= names and agree.get(p[0]) and set(agree[p[0]]) == {"agree"}
-    }
+        model = model_of(r.bounds)
+        if r.kind == "fixed-N" and r.status == "proved" and model is not None:
+            proved.setdefault(model, set()).add(r.obligation.removesuffix(" (two pools)"))
+    out = {}
+    for model, names in proved.items():
+        prefix, name = _cvc5_rows_of(model)
+        seen = {
+            r.status
+            for r in rows
+            if r.kind == "second solver"
+            and (
+                r.obligation == prefix
+                if model[0] == "one pool"
+                else r.obligation.startswith(prefix)
+            )
+        }
+        if set(CERTIFICATE[model[0]]) <= names and seen == {"agree"}:
+            out[model] = name
+    return out
 
 
-def certified_row(r: Any, certified: dict[tuple[int, int, int, int], str]) -> str | None:
+def certified_row(r: Any, certified: dict[Model, str]) -> str | None:
     """The cvc5 row that confirms proved BMC or Spacer row ``r``'s claim through the
     fixed-N certificate (:func:`certified_by_fixedn`), or None."""
-    p = one_pool_params(r.bounds)
-    if r.status != "proved" or r.technique not in ONE_SOLVER or p not in certified:
+    model = model_of(r.bounds)
+    if r.status != "proved" or r.technique not in ONE_SOLVER or model not in certified:
         return None
     names = set(r.invariants)
-    return certified[p] if names and names <= set(CERTIFICATE) else None
+    return certified[model] if names and names <= set(CERTIFICATE[model[0]]) else None
 
 
 def _through_certificate(
-    part: str, n: int, who: str, rows: list[Any], certified: dict[tuple[int, int, int, int], str]
+    part: str, n: int, who: str, rows: list[Any], certified: dict[Model, str]
 ) -> str:
     """``who`` for BMC's or Spacer's ``n`` proved rows, with the rows whose claim cvc5
     confirmed through the fixed-N certificate (:func:`certified_row`): "z3 + cvc5" when

@@ -14,7 +14,7 @@ import os
 import pytest
 import z3  # type: ignore[import-untyped]
 
-from kvpool.proofs import cvc5cases, cvc5certs, cvc5more, runner, smtlib
+from kvpool.proofs import cvc5cases, cvc5certs, cvc5more, runner, smtlib, twopool
 from kvpool.proofs.model import Record
 from kvpool.verify import proof_checks
 
@@ -347,6 +347,7 @@ def _certificate_rows(
     """The fixed-N induction's rows at N=n (every name of the certificate proved, but
     ``drop``, left unknown) and its cvc5 row (status ``cvc5``), as the fixedn part makes them."""
     fixed = bounds or f"{runner._fixedn_bounds(n)} (12 cases)"
+    names = cvc5more.CERTIFICATE["two pools" if "two pools" in fixed else "one pool"]
     rows = [
         runner.ObligationResult(
             name,
@@ -357,7 +358,7 @@ def _certificate_rows(
             "unknown" if name == drop else "proved",
             0.0,
         )
-        for name in cvc5more.CERTIFICATE
+        for name in names
     ]
     rows.append(
         runner.ObligationResult(
@@ -390,8 +391,9 @@ def test_bmc_and_spacer_claims_are_confirmed_through_the_fixedn_certificate() ->
     assert f"z3 BMC (3 rows): z3 + cvc5, every row's claim {via}" in note
     assert f"z3 Spacer (fixed N) (1 rows): z3 + cvc5, every row's claim {via}" in note
     # the bounds the runner writes are the ones the tie reads
-    assert cvc5more.one_pool_params(runner._spacer_bounds(3)) == (3, 2, 2, 2)
-    assert cvc5more.one_pool_params(runner._fixedn_bounds(6) + " (12 cases)") == (6, 2, 2, 2)
+    assert cvc5more.model_of(runner._spacer_bounds(3)) == ("one pool", (3, 2, 2, 2))
+    assert cvc5more.model_of(runner._fixedn_bounds(6)) == ("one pool", (6, 2, 2, 2))
+    assert cvc5more.model_of(twopool.bounds((3, 3))) == ("two pools", (3, 3, 2, 2, 2))
 
 
 @pytest.mark.parametrize(
@@ -422,3 +424,42 @@ def test_bmc_rows_partly_covered_by_the_certificate_say_how_many() -> None:
     note = cvc5more.solvers_note(rows)
     assert "z3 BMC (6 rows): z3 + cvc5 (partly): 3 of 6 rows' claims through" in note
     assert "the other 3: z3 only" in note
+
+
+def test_two_pool_bmc_rows_are_confirmed_through_the_two_pool_certificate() -> None:
+    def fixed(name: str, status: str = "proved") -> runner.ObligationResult:
+        b = f"{twopool.bounds((3, 3))} (26 cases): proved for every k"
+        return runner.ObligationResult(
+            f"{name} (two pools)", "fixed-N", runner.FIXEDN_TECHNIQUE, (name,), b, status, 0.0
+        )
+
+    def cvc5_row(status: str) -> runner.ObligationResult:
+        ob = f"cvc5 re-checks {cvc5more.FAMILIES['twopool']}"
+        return runner.ObligationResult(ob, "second solver", "cvc5", (), "", status, 0.0)
+
+    bmc = [
+        runner.ObligationResult(
+            f"{o} (two pools)",
+            "BMC",
+            "z3 BMC",
+            (o,),
+            "two pools N=3+3 k=3 lists<=2 keys=2 watchers=2",
+            "proved",
+            0.0,
+        )
+        for o in ("INV-FREE", "FREE-FORWARD")
+    ]
+    every = [fixed(n) for n in cvc5more.CERTIFICATE["two pools"]]
+    good = cvc5more.solvers_note([*every, cvc5_row("agree"), *bmc])
+    assert "z3 BMC (2 rows): z3 + cvc5, every row's claim through the fixed-N certificate" in good
+    # the two-pool part's cvc5 row left something unconfirmed; DROP-GONE's step unproved
+    for rows in (
+        [*every, cvc5_row("partly-confirmed"), *bmc],
+        [
+            fixed(n, "unknown" if n == "DROP-GONE" else "proved")
+            for n in cvc5more.CERTIFICATE["two pools"]
+        ]
+        + [cvc5_row("agree")]
+        + bmc,
+    ):
+        assert "z3 BMC (2 rows): z3 only" in cvc5more.solvers_note(rows)

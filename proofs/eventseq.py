@@ -38,6 +38,7 @@ from .model import (
     OPK,
     OPS,
     Config,
+    Goal,
     State,
     args_domain,
     constants,
@@ -118,7 +119,7 @@ def decode(st: fixedn.Step, m: z3.ModelRef, s: State | None = None) -> PoolState
 
 
 def rows(
-    ns: tuple[int, ...], timeout_ms: int, keep: dict[int, list[fixedn.Goal]] | None = None
+    ns: tuple[int, ...], timeout_ms: int, keep: dict[int, list[Goal]] | None = None
 ) -> list[dict[str, Any]]:
     """At each N: init and step of each of :data:`fixedn.SEQ_GOALS`, one case per call
     kind (``runner.ObligationResult(**row)`` rows, kind "fixed-N"). ``keep``: the goals
@@ -127,7 +128,7 @@ def rows(
     for n in ns:
         inits = {g.name: g for g in fixedn.init_goals(n, seq=True)}
         st = fixedn.build(n, seq=True)
-        by: dict[str, list[fixedn.Goal]] = {}
+        by: dict[str, list[Goal]] = {}
         for g in fixedn.step_goals(st, timeout_ms=timeout_ms):
             if g.status == "unknown":
                 g = retry(st, g, timeout_ms)
@@ -148,7 +149,7 @@ def rows(
                     + (label(n) if status == "proved" else "not proved"),
                     status=status,
                     seconds=sum(g.seconds for g in gs),
-                    replay="; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad),
+                    replay="; ".join(f"{g.case} {g.op} ({g.status})" for g in bad),
                 )
             )
     return out
@@ -156,7 +157,7 @@ def rows(
 
 def nested_goals(
     n: int, timeout_ms: int, bugs: frozenset[str] = frozenset(), ops: tuple[str, ...] = OPS
-) -> list[fixedn.Goal]:
+) -> list[Goal]:
     """NESTED-STEP at N=n: from a state satisfying H, a call of each kind in ``ops`` whose
     watchers fire, and any call nested in a watcher (applied to the firing point),
     leave a state satisfying H, and the nested call fires none of the outer call's
@@ -196,7 +197,7 @@ def nested_goals(
             ]
             parts = fixedn.conjuncts(z3.simplify(z3.substitute(goal, *kinds)))
             answers = isolated_checks(base, parts, timeout_ms)
-            g = fixedn.Goal("NESTED-STEP", "step", "proved", 0.0, None, [], f"{op}/{op2}")
+            g = Goal("NESTED-STEP", "step", "proved", 0.0, op=f"{op}/{op2}")
             for part, (status, dt, m) in zip(parts, answers, strict=False):
                 g.seconds += dt
                 g.queries.append([*base, z3.Not(part)])
@@ -210,7 +211,7 @@ def nested_goals(
 
 
 def nested_rows(
-    ns: tuple[int, ...], timeout_ms: int, keep: dict[int, list[fixedn.Goal]] | None = None
+    ns: tuple[int, ...], timeout_ms: int, keep: dict[int, list[Goal]] | None = None
 ) -> list[dict[str, Any]]:
     """NESTED-STEP at each N of ``ns`` (``runner.ObligationResult(**row)`` rows);
     ``keep`` as in :func:`rows`."""
@@ -242,7 +243,7 @@ once unknown at 120 s in one process and proved in 0.1 s in another): a case tha
 back unknown is asked again at these seeds. An unsat at any seed is a proof."""
 
 
-def retry(st: fixedn.Step, g: fixedn.Goal, timeout_ms: int) -> fixedn.Goal:
+def retry(st: fixedn.Step, g: Goal, timeout_ms: int) -> Goal:
     """Case ``g`` (unknown) asked again, conjunct by conjunct, at each of RETRY_SEEDS."""
     base = [fixedn._case(st, g.op, st.domain), st.a.kind == OPK[g.op], *st.hyp.values()]
     parts = fixedn.conjuncts(fixedn._case(st, g.op, st.goals[g.name]))
@@ -251,7 +252,8 @@ def retry(st: fixedn.Step, g: fixedn.Goal, timeout_ms: int) -> fixedn.Goal:
         spent = sum(dt for _, dt, _ in answers)
         if len(answers) == len(parts) and all(a == "proved" for a, _, _ in answers):
             qs = [[*base, z3.Not(p)] for p in parts]
-            return fixedn.Goal(g.name, "step", "proved", g.seconds + spent, None, qs[0], g.op, qs)
+            spent += g.seconds
+            return Goal(g.name, "step", "proved", spent, op=g.op, query=qs[0], queries=qs)
         g.seconds += spent
     return g
 
@@ -293,7 +295,7 @@ def mutant_rows(
             continue
         st = fixedn.build(n, bugs=frozenset([bug]), seq=True)
         ops = (op, *(o for o in OPS if o != op))
-        gs: list[fixedn.Goal] = []
+        gs: list[Goal] = []
         for o in ops:
             gs += fixedn.step_goals(st, (goal,), timeout_ms, (o,))
             if gs[-1].status == "refuted":
@@ -407,9 +409,7 @@ class _Export:
         return ("unsat", f"cases: {len(cases)}") if cases else ("unknown", "retry")
 
 
-def cvc5_row(
-    kept: dict[int, list[fixedn.Goal]], timeout_ms: int, probe_n: int = 2
-) -> dict[str, Any]:
+def cvc5_row(kept: dict[int, list[Goal]], timeout_ms: int, probe_n: int = 2) -> dict[str, Any]:
     """cvc5 on every query z3 proved among ``kept`` (by N: INV-EVENTS over the sequence,
     EVENT-LOG, FIRE-POINT, NESTED-STEP), each of which must be unsat, and on the mutants'
     queries of :data:`CVC5_PROBES` at N=``probe_n``, each of which must be sat (the check
@@ -430,9 +430,9 @@ def cvc5_row(
                 n_queries += 1
                 by = verdicts.setdefault(f"{g.name} N={n}", {})
                 v, how = export.confirm(q, timeout_ms, n)
-                by.setdefault(v, []).append(g.op or g.kind)
+                by.setdefault(v, []).append(g.op or g.case)
                 if how != "whole" and v == "unsat":
-                    settled.append(f"{g.name} {g.op or g.kind} N={n} ({how})")
+                    settled.append(f"{g.name} {g.op or g.case} N={n} ({how})")
     probes = []
     for bug, goal, op in CVC5_PROBES:
         st = fixedn.build(probe_n, bugs=frozenset([bug]), seq=True)

@@ -26,7 +26,7 @@ spec's invariants too. A hypothesis nothing satisfies would make every step vacu
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
@@ -38,6 +38,7 @@ from .model import (
     Args,
     Config,
     Finite,
+    Goal,
     Result,
     State,
     args_domain,
@@ -182,25 +183,6 @@ def build(
         return Step(cfg, s, a, r, t, hyp, goals, args_domain(cfg, a), time.perf_counter() - t0)
 
 
-@dataclass
-class Goal:
-    name: str
-    kind: str  # "init", "step", "witness"
-    status: str  # "proved", "refuted", "unknown"; a witness: "sat" / "unsat" / "unknown"
-    seconds: float
-    model: z3.ModelRef | None = None
-    query: list[z3.BoolRef] = field(default_factory=list)
-    """The query whose unsat is the proof (hypotheses and the negated goal), for export;
-    a goal split into conjuncts has one query per conjunct in ``queries``, and ``query``
-    is the first of them."""
-    op: str = ""  # the call kind of a step case
-    queries: list[list[z3.BoolRef]] = field(default_factory=list)
-    """Every query whose unsat is (part of) the proof: all of them must be unsat."""
-
-    def all_queries(self) -> list[list[z3.BoolRef]]:
-        return self.queries or [self.query]
-
-
 def init_goals(
     n: int, K: int = 2, W: int = 2, bugs: frozenset[str] = frozenset(), seq: bool = False
 ) -> list[Goal]:
@@ -222,7 +204,7 @@ def init_goals(
             if seq and name not in SEQ_GOALS:
                 continue
             status, dt, m = isolated_check([], g, 60000)
-            out.append(Goal(name, "init", status, dt, m, [z3.Not(g)]))
+            out.append(Goal(name, "init", status, dt, m, query=[z3.Not(g)]))
         return out
 
 
@@ -286,7 +268,7 @@ def step_goals(
             base = [_case(st, op, st.domain), st.a.kind == OPK[op], *hyp, *extra]
             goal = _case(st, op, st.goals[name])
             parts = conjuncts(goal) if split else [goal]
-            g = Goal(name, "step", "proved", 0.0, None, [], op)
+            g = Goal(name, "step", "proved", 0.0, op=op)
             answers = isolated_checks(base, parts, timeout_ms)
             for part, (status, dt, m) in zip(parts, answers, strict=False):
                 g.seconds += dt
@@ -305,7 +287,7 @@ def lemma_goal(st: Step, name: str, timeout_ms: int = 120000) -> Goal:
         obl = state_obligations(st.cfg, u)
         hyp, goal = obl[LEMMAS[name]], obl[name]
     status, dt, m = isolated_check([hyp], goal, timeout_ms)
-    return Goal(name, "lemma", status, dt, m, [hyp, z3.Not(goal)], f"from {LEMMAS[name]}")
+    return Goal(name, "lemma", status, dt, m, op=f"from {LEMMAS[name]}", query=[hyp, z3.Not(goal)])
 
 
 def witness(st: Step, timeout_ms: int = 60000) -> Goal:

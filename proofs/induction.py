@@ -14,9 +14,6 @@ as unknown, never as proved.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import z3  # type: ignore[import-untyped]
 
 from . import props
@@ -24,6 +21,7 @@ from .model import (
     OPK,
     OPS,
     Config,
+    Goal,
     Unbounded,
     args_domain,
     fresh_args,
@@ -33,16 +31,6 @@ from .model import (
     named,
     transition,
 )
-
-
-@dataclass
-class Goal:
-    name: str  # the part or lemma
-    op: str  # operation kind, "init" or "lemma"
-    status: str
-    seconds: float
-    model: z3.ModelRef | None = None
-    ctx: Any = None
 
 
 def _setup(
@@ -93,7 +81,7 @@ def step_goals(
                     timeout_ms,
                     N if refute else None,
                 )
-            out.append(Goal(p, op, status, dt, m, (cfg, s, a)))
+            out.append(Goal(p, op, status, dt, m, (cfg, s, a), op))
             if refute and status == "refuted":
                 return out
     return out

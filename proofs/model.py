@@ -35,7 +35,7 @@ import contextlib
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeAlias, TypeVar
 
 import z3  # type: ignore[import-untyped]
@@ -1628,7 +1628,11 @@ class Goal:
     (``name``), the case asked (a loop's init, step or exit, a call kind, ...), "proved",
     "refuted" (with a model) or "unknown", the seconds, and what a decoder needs
     (``ctx``: the obligation, or the terms its model is read at); ``op``, the call kind,
-    where the case does not name it."""
+    where the case does not name it. Where the goal is to be exported (the fixed-N
+    induction, the event log, several keys, two pools): ``query``, the query whose unsat
+    is the proof (the hypotheses and the negated goal), and ``queries``, every query whose
+    unsat is (part of) the proof when it was asked conjunct by conjunct (``query`` is then
+    one of them)."""
 
     name: str
     case: str
@@ -1637,6 +1641,12 @@ class Goal:
     model: z3.ModelRef | None = None
     ctx: Any = None
     op: str = ""
+    query: list[Any] = field(default_factory=list)
+    queries: list[list[Any]] = field(default_factory=list)
+
+    def all_queries(self) -> list[list[Any]]:
+        """Every query whose unsat is the proof: all of them must be unsat."""
+        return self.queries or [self.query]
 
 
 def goals_status(goals: Sequence[Any]) -> tuple[str, list[Any]]:

@@ -81,7 +81,7 @@ from kvpool.spec.keys import removed
 
 from . import fixedn, props
 from .differential import _Subst, catch_row, encoded_outcome, spec_comparable_outcome
-from .fixedn import Goal, conjuncts
+from .fixedn import conjuncts
 from .model import (
     ERR,
     OPK,
@@ -89,6 +89,7 @@ from .model import (
     Args,
     Config,
     Finite,
+    Goal,
     Result,
     State,
     Unbounded,
@@ -933,7 +934,7 @@ def step_goals(
             base = [_case(st, op, st.dom), st.a.kind == MKK[op], *hyp]
             goal = _case(st, op, st.goals[name])
             parts = conjuncts(goal) if split else [goal]
-            g = Goal(name, "step", "proved", 0.0, None, [], op)
+            g = Goal(name, "step", "proved", 0.0, op=op)
             for part, (status, dt, m) in zip(
                 parts, isolated_checks(base, parts, timeout_ms), strict=False
             ):
@@ -952,7 +953,7 @@ def init_goals(n: int, H: int = 2, G: int = 2, R: int = 4) -> list[Goal]:
         out = []
         for name, g in state_obligations(mc, minitial(mc)).items():
             status, dt, m = isolated_check([], g, 60000)
-            out.append(Goal(name, "init", status, dt, m, [z3.Not(g)]))
+            out.append(Goal(name, "init", status, dt, m, query=[z3.Not(g)]))
         return out
 
 
@@ -962,7 +963,7 @@ def lemma_goal(st: MStep) -> Goal:
         u = fresh_mstate(st.mc, "u")
         obl = state_obligations(st.mc, u)
     status, dt, m = isolated_check([obl["WATCH-PER-BLOCK"]], obl["INV-WATCH"], 120000)
-    return Goal("INV-WATCH", "lemma", status, dt, m, [], "from WATCH-PER-BLOCK")
+    return Goal("INV-WATCH", "lemma", status, dt, m, op="from WATCH-PER-BLOCK")
 
 
 # -- from models back to the spec --------------------------------------------------------------
@@ -1727,7 +1728,7 @@ def rows(ns: tuple[int, ...], timeout_ms: int = 120000) -> list[dict[str, Any]]:
                     gs,
                     f"{bounds(n)} ({how})",
                     (ROW_OF.get(name, name),),
-                    lambda g: f"{g.kind} {g.op} ({g.status})",
+                    lambda g: f"{g.case} {g.op} ({g.status})",
                     most=3,
                     kind="fixed-N",
                     technique=TECHNIQUE,
@@ -1893,7 +1894,7 @@ def every_n_goals(
             ("INV-EVENTS", props._events(cfg, s0.base)),
         ):
             status, dt, m = isolated_check([cfg.dom.N >= 1], g, timeout_ms)
-            out.append(Goal(name, "init", status, dt, m, [cfg.dom.N >= 1, z3.Not(g)]))
+            out.append(Goal(name, "init", status, dt, m, query=[cfg.dom.N >= 1, z3.Not(g)]))
         s = fresh_mstate(mc, "s")
         a = fresh_margs(mc, "a")
         t, _ = mtransition(mc, s, a)
@@ -1907,7 +1908,7 @@ def every_n_goals(
             sub = (a.kind, iv(MKK[op]))
             base = [z3.simplify(z3.substitute(dom_, sub)), a.kind == MKK[op], *hyp]
             parts = conjuncts(z3.simplify(z3.substitute(goal, sub)))
-            g = Goal(name, "step", "proved", 0.0, None, [], op)
+            g = Goal(name, "step", "proved", 0.0, op=op)
             for part, (status, dt, m) in zip(
                 parts, isolated_checks(base, parts, timeout_ms, seed), strict=False
             ):
@@ -1951,7 +1952,7 @@ def every_n_refutes(bug: str, timeout_ms: int = 3000, seeds: int = 5) -> tuple[s
         (g,) = [
             g
             for g in every_n_goals(frozenset([bug]), (op,), limit, (ob,), seed)
-            if g.kind == "step"
+            if g.case == "step"
         ]
         last[:] = [g]
         return g.status, g.seconds
@@ -2030,7 +2031,7 @@ def every_n_rows(
                 if any(g.status == "refuted" for g in bad)
                 else "unknown",
                 seconds=sum(g.seconds for g in mine),
-                replay="; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad[:3]),
+                replay="; ".join(f"{g.case} {g.op} ({g.status})" for g in bad[:3]),
             )
         )
     for bug in mutants:

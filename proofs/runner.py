@@ -437,7 +437,7 @@ def run_induction(timeout_ms: int) -> list[ObligationResult]:
             )
         )
     goals = induction.step_goals(timeout_ms=timeout_ms)
-    by_part: dict[str, list[induction.Goal]] = {}
+    by_part: dict[str, list[Goal]] = {}
     for g in goals:
         by_part.setdefault(g.name, []).append(g)
     for part, gs in by_part.items():
@@ -899,7 +899,7 @@ def run_eventseq(
     each N of ``ns``, a call nested in a firing at each N of ``nested``; the mutants
     refuted at N=3 and replayed (:mod:`.eventseq`). At each N of ``cvc5_ns`` (of those
     run) cvc5 re-checks every query z3 proved (:func:`eventseq.cvc5_row`)."""
-    kept: dict[int, list[fixedn.Goal]] = {}
+    kept: dict[int, list[Goal]] = {}
     rows = [ObligationResult(**r) for r in eventseq.rows(ns, timeout_ms, kept)]
     rows += [ObligationResult(**r) for r in eventseq.nested_rows(nested, timeout_ms, kept)]
     if cvc5_ns:
@@ -1008,8 +1008,8 @@ def run_fixedn(
     for n in ns:
         inits = {g.name: g for g in fixedn.init_goals(n)}
         st = fixedn.build(n)
-        by: dict[str, list[fixedn.Goal]] = {}
-        every: list[fixedn.Goal] = list(inits.values())
+        by: dict[str, list[Goal]] = {}
+        every: list[Goal] = list(inits.values())
         for g in fixedn.step_goals(st, timeout_ms=timeout_ms):
             by.setdefault(g.name, []).append(g)
             every.append(g)
@@ -1020,9 +1020,9 @@ def run_fixedn(
             how = (
                 f"lemma from {fixedn.LEMMAS[name]}"
                 if name in fixedn.LEMMAS
-                else f"{sum(g.kind == 'step' for g in gs)} cases"
+                else f"{sum(g.case == 'step' for g in gs)} cases"
             )
-            note = "; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad)
+            note = "; ".join(f"{g.case} {g.op} ({g.status})" for g in bad)
             rows.append(
                 ObligationResult(
                     name,
@@ -1041,7 +1041,7 @@ def run_fixedn(
     return rows
 
 
-def _cvc5_row(n: int, proved: list[fixedn.Goal], timeout_ms: int) -> ObligationResult:
+def _cvc5_row(n: int, proved: list[Goal], timeout_ms: int) -> ObligationResult:
     """cvc5 on the SMT-LIB 2 text of every query z3 proved at N=n (each must be unsat),
     and on one query z3 refutes (a mutant's step, which must be sat: the check can fail)."""
     t0 = time.perf_counter()
@@ -1052,7 +1052,7 @@ def _cvc5_row(n: int, proved: list[fixedn.Goal], timeout_ms: int) -> ObligationR
             v, _ = smtlib.cvc5_check(smtlib.to_smt2(q), timeout_ms)
             verdicts[v] = verdicts.get(v, 0) + 1
             if v != "unsat":
-                problems.append(f"{g.name} {g.kind} {g.op}: cvc5 says {v}")
+                problems.append(f"{g.name} {g.case} {g.op}: cvc5 says {v}")
     # (at N=1 there is no block to touch: the probe runs on 2 blocks)
     bad = fixedn.build(max(n, 2), bugs=frozenset(["touch-no-remove"]))
     (probe,) = fixedn.step_goals(bad, ("INV-FREE",), timeout_ms, ("Touch",), direct=True)
@@ -1252,7 +1252,7 @@ def _fixedn_mutant_row(
         f"{ob} [{bug}]", "mutant", FIXEDN_TECHNIQUE, _inv_of(ob), _fixedn_bounds(n), "", 0.0
     )
     for _ in range(3):
-        gs: list[fixedn.Goal] = []
+        gs: list[Goal] = []
         for op in ops:
             # (by default the whole step, not split into conjuncts: split, the first
             # conjunct refuted for unpin-append-always gave a call the buggy spec does not

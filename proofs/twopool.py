@@ -72,6 +72,7 @@ from .model import (
     Args,
     Config,
     Finite,
+    Goal,
     Result,
     State,
     _underflow,
@@ -542,7 +543,7 @@ def step_goals(
     timeout_ms: int = 60000,
     ops: tuple[str, ...] = OPS2,
     callers: tuple[int, ...] = (0, 1),
-) -> list[fixedn.Goal]:
+) -> list[Goal]:
     """Each goal, one case per (call kind, calling pool), split into conjuncts (as fixedn).
 
     One context per case asks every goal's conjuncts in turn (the hypothesis, both pools'
@@ -559,10 +560,7 @@ def step_goals(
                 for part in fixedn.conjuncts(_case(st, op, caller, st.goals[name]))
             ]
             answers = isolated_checks(base, [p for _, p in tagged], timeout_ms)
-            goals = {
-                name: fixedn.Goal(name, "step", "proved", 0.0, None, [], f"{op}@{caller}")
-                for name in names
-            }
+            goals = {name: Goal(name, "step", "proved", 0.0, op=f"{op}@{caller}") for name in names}
             for i, (name, part) in enumerate(tagged):
                 g = goals[name]
                 g.queries.append([*base, z3.Not(part)])
@@ -580,7 +578,7 @@ def step_goals(
     return out
 
 
-def init_goals(ns: tuple[int, int]) -> list[fixedn.Goal]:
+def init_goals(ns: tuple[int, int]) -> list[Goal]:
     """The world as built (both pools live, each as built) satisfies H."""
     with int_sort(None):
         c2 = config2(ns)
@@ -588,7 +586,7 @@ def init_goals(ns: tuple[int, int]) -> list[fixedn.Goal]:
         out = []
         for name, g in state_obligations2(c2, w0).items():
             (status, dt, m), *_ = isolated_checks([], [g], 60000)
-            out.append(fixedn.Goal(name, "init", status, dt, m, [z3.Not(g)]))
+            out.append(Goal(name, "init", status, dt, m, query=[z3.Not(g)]))
         return out
 
 
@@ -607,7 +605,7 @@ def rows(sizes: tuple[tuple[int, int], ...], timeout_ms: int) -> list[dict[str, 
     for ns in sizes:
         inits = {g.name: g for g in init_goals(ns)}
         st = build(ns)
-        by: dict[str, list[fixedn.Goal]] = {}
+        by: dict[str, list[Goal]] = {}
         for g in step_goals(st, timeout_ms=timeout_ms):
             by.setdefault(g.name, []).append(g)
         for name, gs in by.items():
@@ -625,7 +623,7 @@ def rows(sizes: tuple[tuple[int, int], ...], timeout_ms: int) -> list[dict[str, 
                     + (label(ns) if status == "proved" else "not proved"),
                     status=status,
                     seconds=st.build_time * (name == "INV-REF") + sum(g.seconds for g in gs),
-                    replay="; ".join(f"{g.kind} {g.op} ({g.status})" for g in bad[:3]),
+                    replay="; ".join(f"{g.case} {g.op} ({g.status})" for g in bad[:3]),
                 )
             )
         out.append(witness_row(st, ns))
@@ -680,7 +678,7 @@ def every_n_case(
     names: tuple[str, ...],
     timeout_ms: int,
     extra: tuple[Any, ...] = (),
-) -> list[fixedn.Goal]:
+) -> list[Goal]:
     """The step case (``op`` on pool ``caller``) of each part ``names`` of pool p's
     strengthened invariant, from the call's domain and pool p's invariant only (and
     ``extra``: a mutant's search bounds N so that a counterexample is finite)."""
@@ -695,7 +693,7 @@ def every_n_case(
         status, dt, m = isolated_check(
             [*base, *extra], _case(st, op, caller, post[name]), timeout_ms
         )
-        out.append(fixedn.Goal(name, "step", status, dt, m, op=f"{op}@{caller} pool {p}"))
+        out.append(Goal(name, "step", status, dt, m, op=f"{op}@{caller} pool {p}"))
     return out
 
 
@@ -711,14 +709,14 @@ def every_n_rows(timeout_ms: int) -> list[dict[str, Any]]:
 
     st = build_every_n()
     parts = tuple(props.strong(st.c2.cfgs[0], st.t.s[0]))
-    goals: dict[str, list[fixedn.Goal]] = {name: [] for name in parts}
+    goals: dict[str, list[Goal]] = {name: [] for name in parts}
     with int_sort(None):
         for p, cfg in enumerate(st.c2.cfgs):  # init: each pool as built
             c = Config(Unbounded(cfg.dom.N), caching=cfg.caching, events=cfg.events)
             s0 = initial(c)
             for name, g in props.strong(c, s0).items():
                 (status, dt, m), *_ = isolated_checks([cfg.dom.N >= 1], [g], timeout_ms)
-                goals[name].append(fixedn.Goal(name, "init", status, dt, m, op=f"init@{p}"))
+                goals[name].append(Goal(name, "init", status, dt, m, op=f"init@{p}"))
     for op in OPS2:
         for caller in range(POOLS):
             for p in range(POOLS):
@@ -909,7 +907,7 @@ def induction_mutant_rows(ns: tuple[int, int], timeout_ms: int) -> list[dict[str
     for bug, (claims, _) in BUGS.items():
         st = build(ns, frozenset([bug]))
         for ob in claims:
-            gs: list[fixedn.Goal] = []
+            gs: list[Goal] = []
             for op in ("FreeBlocks", *(o for o in OPS2 if o != "FreeBlocks")):
                 gs += step_goals(st, (ob,), timeout_ms, (op,))
                 if gs[-1].status == "refuted" or gs[-2].status == "refuted":

@@ -11,6 +11,7 @@ import pytest
 import z3  # type: ignore[import-untyped]
 
 from kvpool.proofs import eventseq, fixedn, runner
+from kvpool.proofs.model import Goal
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 6, 7])
@@ -39,7 +40,7 @@ def _unknown_twice(ex: eventseq._Export) -> Callable[[list[z3.BoolRef], int], st
     return verdict
 
 
-def _goal(n: int, name: str, op: str, bugs: frozenset[str] = frozenset()) -> fixedn.Goal:
+def _goal(n: int, name: str, op: str, bugs: frozenset[str] = frozenset()) -> Goal:
     st = fixedn.build(n, bugs=bugs, seq=True)
     (g,) = fixedn.step_goals(st, (name,), 60000, (op,), direct=True)
     return g

@@ -11,6 +11,7 @@ import pytest
 
 from kvpool.proofs import __main__ as cli
 from kvpool.proofs import differential, induction, refinement, runner, steprules, symsorts
+from kvpool.proofs.model import Goal
 from kvpool.proofs.runner import ObligationResult
 
 
@@ -446,13 +447,13 @@ def test_an_unsatisfiable_hypothesis_has_no_witness() -> None:
 def test_cvc5_reads_the_exported_text_and_a_disagreement_fails() -> None:
     import z3
 
-    from kvpool.proofs import fixedn, smtlib
+    from kvpool.proofs import smtlib
 
     x = z3.Int("x")
     assert smtlib.cvc5_check(smtlib.to_smt2([x > 1, x < 1]))[0] == "unsat"
     assert smtlib.cvc5_check(smtlib.to_smt2([x > 1, x < 3]))[0] == "sat"
     # a "proof" whose query is satisfiable: cvc5 says sat, and the row fails
-    fake = fixedn.Goal("INV-REF", "step", "proved", 0.0, query=[x > 1, x < 3], op="Touch")
+    fake = Goal("INV-REF", "step", "proved", 0.0, query=[x > 1, x < 3], op="Touch")
     row = runner._cvc5_row(2, [fake], 20000)
     assert row.status == "disagree" and not row.ok
 

@@ -130,7 +130,7 @@ def test_profiles_and_dashboard_label() -> None:
 def test_key_invariants_every_n_and_a_mutant_refuted() -> None:
     ops = ("GetNewBlocks", "CacheFullBlocks", "CachePartialBlock", "MoveBlockHashes")
     goals = mk.every_n_goals(ops=ops)
-    assert {(g.name, g.kind) for g in goals} >= {("INV-CACHE", "init"), ("INV-CACHE", "step")}
+    assert {(g.name, g.case) for g in goals} >= {("INV-CACHE", "init"), ("INV-CACHE", "step")}
     assert [g for g in goals if g.status != "proved"] == []
     # (A counterexample to a quantified step is a model search whose end depends on z3's
     # seed: every_n_refutes asks again at other seeds while the answer is unknown; asked
@@ -139,7 +139,7 @@ def test_key_invariants_every_n_and_a_mutant_refuted() -> None:
     bad = mk.every_n_goals(
         frozenset(["mk-promote-keeps-index"]), ops=("CacheFullBlocks",), names=("INV-EVENTS",)
     )
-    assert [(g.name, g.status) for g in bad if g.kind == "step"] == [("INV-EVENTS", "proved")]
+    assert [(g.name, g.status) for g in bad if g.case == "step"] == [("INV-EVENTS", "proved")]
     assert mk.every_n_refutes("mk-evict-primary-only")[0] == "refuted"
 
 

@@ -632,7 +632,7 @@ def _through_certificate(
         return who
     via = f"through the fixed-N certificate ({', '.join(sorted(set(tied)))})"
     if len(tied) == n:
-        own = "" if who == "z3 only" else f"; its own cvc5 rows: {who.removeprefix('z3 + ')}"
+        own = "" if who == "z3 only" else f"; its own queries re-checked too: {who}"
         return f"z3 + cvc5, every row's claim {via}{own}"
     rest = n - len(tied)
     return f"z3 + cvc5 (partly): {len(tied)} of {n} rows' claims {via}; the other {rest}: {who}"

@@ -13,7 +13,9 @@ written out as three plain SMT-LIB 2 queries, each of which must be unsat:
 Together they prove P for every run at that N without Spacer: a certificate. z3 reads
 each query's exported text whole; cvc5 the same query one conjunct of its goal at a time
 (each lemma of ``Inv'``, each conjunct of ``P``), in one incremental solver that holds
-the hypothesis once (:func:`confirm_clauses`); both must say unsat. A ``sat`` from either is
+the hypothesis once (:func:`confirm_clauses`; a conjunct it leaves unknown is asked case
+by case on the call's kind, :func:`ask_cases`, the cases' coverage checked first,
+:func:`covers`); both must say unsat. A ``sat`` from either is
 a failure ("disagree": Spacer said proved, its certificate does not hold); ``unknown``
 leaves it *not confirmed*.
 

@@ -8,8 +8,10 @@ split on the call's kind) are asked as one query, the hypothesis and the disjunc
 the negated goals, which is unsat iff each of them is. Where cvc5 leaves a group
 unknown it is asked again in halves, down to single queries; a quantified single query
 is then asked under each of :data:`LADDER`'s options, then split into its goal's parts
-(:func:`smtlib.split_queries`), each part under each option. A query is *confirmed*
-only if cvc5 says unsat on it, or on every part of it; a ``sat`` anywhere is a
+(:func:`smtlib.split_queries`), each part under each option, then case by case where
+:data:`CASES` names atoms for its obligation, or part by part, a part case by case,
+where :data:`PART_CASES` does (its settled cases' coverage checked). A query is *confirmed*
+only if cvc5 says unsat on it, or on every part or case of it; a ``sat`` anywhere is a
 disagreement (a model of a group, a half or a part is a model of one of the queries
 z3 proved unsat) and fails the row; ``unknown`` and text cvc5 refuses are *not
 confirmed*, and the row names them.

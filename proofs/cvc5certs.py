@@ -13,7 +13,9 @@ written out as three plain SMT-LIB 2 queries, each of which must be unsat:
 Together they prove P for every run at that N without Spacer: a certificate. z3 reads
 each query's exported text whole; cvc5 the same query one conjunct of its goal at a time
 (each lemma of ``Inv'``, each conjunct of ``P``), in one incremental solver that holds
-the hypothesis once (:func:`confirm_clauses`); both must say unsat. A ``sat`` from either is
+the hypothesis once (:func:`confirm_clauses`; a conjunct it leaves unknown is asked case
+by case on the call's kind, :func:`ask_cases`, the cases' coverage checked first,
+:func:`covers`); both must say unsat. A ``sat`` from either is
 a failure ("disagree": Spacer said proved, its certificate does not hold); ``unknown``
 leaves it *not confirmed*.
 
@@ -167,6 +169,79 @@ def ask_clauses(
     return out
 
 
+CASE_MS = TIMEOUT_MS
+"""cvc5's limit on each case of a conjunct asked case by case (:func:`ask_cases`).
+Measured 2026-12-06 (load average 4 to 5): the two conjuncts of N=6's ``Inv and T =>
+Inv'`` (the state obligations) cvc5 left unknown alone at 60 s take 12.4 and 15.8 CPU s
+(19 and 24 s of wall time) in their hardest case, the call UnpinBlocks; each other case
+0.1 to 1.1 CPU s."""
+
+CASE_LEFTOVERS = 20
+"""At most this many conjuncts a query's incremental asks left unknown are asked case by
+case (:func:`_by_cases`); more, and none is (the query is hard throughout)."""
+
+
+def covers(hyp: list[z3.BoolRef], cases: Sequence[z3.BoolRef], timeout_ms: int = CASE_MS) -> str:
+    """cvc5's verdict on ``hyp and not (C_1 or ... or C_k)``: "unsat" when every model
+    of the hypothesis is in some case (the call's kind ranges over its domain)."""
+    return cvc5more.ask(cvc5more.export([*hyp, z3.Not(z3.Or(*cases))]), timeout_ms, ladder=False)[0]
+
+
+def ask_cases(
+    hyp: list[z3.BoolRef],
+    part: z3.BoolRef,
+    cases: Sequence[z3.BoolRef],
+    timeout_ms: int = CASE_MS,
+) -> str:
+    """cvc5's verdict on ``hyp and not part``, asked case by case: for each case ``C``
+    (``x == c``: the call's kind), ``hyp and C and not part`` with ``x`` replaced by
+    ``c`` everywhere and simplified (:func:`smtlib.assume`: the equation kept, the same
+    query restricted to the case; the transition's branches for the other kinds fall
+    away). cvc5 as :func:`cvc5more.ask` asks (a quantifier-free query in this process,
+    with its limit; a quantified one in a child, cvc5's default settings).
+
+    Sound only with the cases' coverage, which the caller checks (:func:`covers`): when
+    ``hyp`` implies ``C_1 or ... or C_k``, every model of ``hyp and not part`` is a
+    model of one case, so the query is unsat iff every case is. A case's model is a
+    model of the query (its hypotheses include all of ``hyp``): "sat" anywhere is a
+    disagreement. "unsat" only if every case is; the first case that is not stops the
+    asks, and its verdict is returned."""
+    for c in cases:
+        h, g = smtlib.assume(hyp, part, c)
+        v, _ = cvc5more.ask(cvc5more.export([*h, z3.Not(g)]), timeout_ms, ladder=False)
+        if v != "unsat":
+            return v
+    return "unsat"
+
+
+def _by_cases(
+    hyp: list[z3.BoolRef],
+    parts: list[z3.BoolRef],
+    vs: list[str],
+    cases: Sequence[z3.BoolRef],
+) -> str:
+    """Each part still "unknown" in ``vs`` (at most :data:`CASE_LEFTOVERS`) asked by
+    :func:`ask_cases` (``vs`` updated in place), once :func:`covers` says the cases
+    cover every model of ``hyp`` (else none is asked, and they stay unknown): what to
+    say of it in the verdict's fifth field. A "sat" stops the asks."""
+    left = [i for i, v in enumerate(vs) if v == "unknown"]
+    if not left or len(left) > CASE_LEFTOVERS:  # (more: the query is hard throughout)
+        return ""
+    cov = covers(hyp, cases)
+    if cov != "unsat":
+        return f"; coverage of the {len(cases)} cases {cov}: not asked by cases"
+    for i in left:
+        v = ask_cases(hyp, parts[i], cases)
+        vs[i] = v if v in ("unsat", "sat") else "unknown"
+        if vs[i] == "sat":
+            break
+    n = sum(vs[i] == "unsat" for i in left)
+    return (
+        f"; {len(left)} unknown asked case by case on the call's kind "
+        f"({len(cases)} cases, coverage unsat): {n} unsat"
+    )
+
+
 def _stream(done: list[Verdict], names: Sequence[str], current: Verdict | None) -> list[Verdict]:
     """The verdicts so far, every query named: ``current`` (the one being asked), then
     :data:`NOT_ASKED` for those after it (never counted as confirmed)."""
@@ -186,6 +261,7 @@ def confirm_clauses(
     part_ms: int = PART_MS,
     progress: Callable[[list[Verdict]], None] | None = None,
     every_s: float = 5.0,
+    cases: dict[str, list[z3.BoolRef]] | None = None,
 ) -> list[Verdict]:
     """A certificate's queries (:func:`spacer_queries`), each exported once and z3's
     verdict on that text (as :func:`confirm`); cvc5's asked one conjunct of the goal at
@@ -197,8 +273,11 @@ def confirm_clauses(
     query is unsat iff every ``H and not L_i`` is; cvc5's "unsat" is given only when it
     said unsat on every part, "sat" when it said sat on any part (a model of
     ``H and not L_i`` is a model of ``H and not (L_1 and ... and L_k)``: a disagreement),
-    else "unknown" (not confirmed). Parts the incremental asks leave unknown (at most
-    :data:`LEFTOVERS`, none when one is sat) are asked again non-incrementally
+    else "unknown" (not confirmed). Parts the incremental asks leave unknown are asked
+    case by case where ``cases`` names case facts for the query (its name -> facts
+    ``x == c`` whose disjunction the hypothesis implies, checked by :func:`covers`: the
+    call's kind, for the queries with a call), :func:`_by_cases`; those still unknown (at
+    most :data:`LEFTOVERS`, none when one is sat) are asked again non-incrementally
     (:func:`cvc5more.confirm`: the part with the whole hypothesis, the same query).
     ``progress`` gets every query's verdicts so far
     (those not yet asked :data:`NOT_ASKED`) after each query and at most every
@@ -227,15 +306,19 @@ def confirm_clauses(
             progress(_stream(done, list(queries), now))
 
         vs = ask_clauses(hyp, parts, part_ms, show)
-        left = [i for i, v in enumerate(vs) if v == "unknown"]
         again = ""
+        if cases and name in cases and "sat" not in vs:
+            # (before the asks alone: N=6's two hard conjuncts, unknown alone at 60 s,
+            # are unsat in 12 cases of 0.1 to 16 CPU s; 2026-12-06)
+            again = _by_cases(hyp, parts, vs, cases[name])
+        left = [i for i, v in enumerate(vs) if v == "unknown"]
         if left and "sat" not in vs and len(left) <= LEFTOVERS:
             # (alone, not incrementally: cvc5's incremental mode skips some of its
             # preprocessing, and a few parts of N=5's Inv => P stayed unknown there)
             g = cvc5more.confirm(cvc5more.Group(name, hyp, [parts[i] for i in left]))
             for i, v in zip(left, g.verdicts, strict=True):
                 vs[i] = v
-            again = f"; {len(left)} unknown asked again alone ({g.how}, {g.asks} asks)"
+            again += f"; {len(left)} unknown asked again alone ({g.how}, {g.asks} asks)"
         cv = "sat" if "sat" in vs else "unsat" if set(vs) == {"unsat"} else "unknown"
         how = (
             f"{len(parts)} parts, incremental, one at a time: "

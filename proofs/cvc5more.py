@@ -8,8 +8,10 @@ split on the call's kind) are asked as one query, the hypothesis and the disjunc
 the negated goals, which is unsat iff each of them is. Where cvc5 leaves a group
 unknown it is asked again in halves, down to single queries; a quantified single query
 is then asked under each of :data:`LADDER`'s options, then split into its goal's parts
-(:func:`smtlib.split_queries`), each part under each option. A query is *confirmed*
-only if cvc5 says unsat on it, or on every part of it; a ``sat`` anywhere is a
+(:func:`smtlib.split_queries`), each part under each option, then case by case where
+:data:`CASES` names atoms for its obligation, or part by part, a part case by case,
+where :data:`PART_CASES` does (its settled cases' coverage checked). A query is *confirmed*
+only if cvc5 says unsat on it, or on every part or case of it; a ``sat`` anywhere is a
 disagreement (a model of a group, a half or a part is a model of one of the queries
 z3 proved unsat) and fails the row; ``unknown`` and text cvc5 refuses are *not
 confirmed*, and the row names them.
@@ -217,13 +219,129 @@ def _list_atoms(c: Callable[[str], z3.ExprRef]) -> list[z3.BoolRef]:
 
 CASES: dict[str, cvc5cases.Atoms] = {
     f"symlists: loop == model.py / {op} / lists <= 3": _list_atoms
-    for op in ("FreeBlocks", "UnpinBlocks", "Touch", "CacheBlocks", "EvictBlocks")
+    for op in ("UnpinBlocks", "Touch", "CacheBlocks", "EvictBlocks")
 }
 """Obligation name -> the atoms a query of it cvc5 leaves unknown (whole, and split into
 its goal's parts) is asked on case by case (:func:`smtlib.cvc5_confirm_cases`, as
 :mod:`.cvc5cases` does for the every-N induction). The loop == model.py agreement of
-FreeBlocks and UnpinBlocks needed it (2026-12-05: UnpinBlocks's 15 cases, 229 s of wall
-time under load average 13-19)."""
+UnpinBlocks needed it (2026-12-05: 15 cases, 229 s of wall time under load average
+13-19); FreeBlocks's is in :data:`PART_CASES`."""
+
+
+def _free_atoms(c: Callable[[str], z3.ExprRef]) -> list[z3.BoolRef]:
+    """``free_blocks`` on a list unrolled to 3 entries: its length (0, 1, 2, 3), then
+    where a released block goes (``evict_first``, caching, each entry's key is 0: to the
+    front or the back), then its entries being one block, pairwise, and each entry's
+    ref_cnt being 1 (released at its first decrement)."""
+    m, e, key, ref = c("a.m"), c("a.E"), c("s.key"), c("s.ref")
+    xs = [z3.Select(e, j) for j in range(3)]
+    return [
+        *(m == k for k in range(4)),
+        c("a.ef") == z3.BoolVal(True),
+        c("caching") == z3.BoolVal(True),
+        *(z3.Select(key, x) == 0 for x in xs),
+        xs[0] == xs[1],
+        xs[0] == xs[2],
+        xs[1] == xs[2],
+        *(z3.Select(ref, x) == 1 for x in xs),
+    ]
+
+
+PART_CASES: dict[str, cvc5cases.Atoms] = {
+    "symlists: loop == model.py / FreeBlocks / lists <= 3": _free_atoms,
+}
+"""Obligation name -> atoms, for a query asked *part by part* (:func:`_part_cases`): each
+part of its goal whole, a part cvc5 leaves unknown case by case on these atoms.
+Measured 2026-12-06 (load average 3): of the 14 parts of FreeBlocks's loop == model.py
+(refused alike, then field by field), 13 are unsat in 0.1 to 0.3 CPU s each; the queue's
+(``q[i]`` alike below ``L``) is unknown whole and under each of :data:`LADDER`'s
+settings at 30 s in its case ``m == 3``, and unsat in 25 cases (52.6 CPU s) on these
+atoms: released blocks that go to the front and to the back in one call are what cvc5
+needs fixed (under ``evict_first``, or with caching off, each case is unsat in 1 s)."""
+
+CASE_WHOLE_MS = 2000
+"""cvc5's limit on a case asked whole before it is split on the next atom
+(:func:`case_walk`)."""
+
+MAX_CASES = 64
+"""At most this many settled cases per part (:func:`case_walk`): past it, not confirmed."""
+
+
+Path = tuple[z3.BoolRef, ...]
+
+
+def case_walk(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    atoms: list[z3.BoolRef],
+    timeout_ms: int = TIMEOUT_MS,
+    whole_ms: int = CASE_WHOLE_MS,
+    max_cases: int = MAX_CASES,
+) -> tuple[str, list[Path]]:
+    """cvc5's verdict on ``hyp and not goal`` case by case, and the cases it settled
+    (each as its path: the facts assumed, in order). A case is asked whole
+    (``whole_ms``); unknown, it is split on the next atom ``a`` into ``a`` and ``not a``
+    (:func:`smtlib.assume`: the fact kept among the hypotheses and used everywhere, the
+    same query restricted to the case); with no atom left, its goal's parts are asked
+    under each of :data:`smtlib.CASE_OPTIONS` (``timeout_ms``). "unsat" when every case
+    met is; the first that is not ends the walk with its verdict ("sat": a model of the
+    case, so of the query). The caller checks that the settled cases cover every model
+    (:func:`covers`) before it counts the query unsat."""
+    settled: list[Path] = []
+
+    def walk(h: list[z3.BoolRef], g: z3.BoolRef, xs: list[z3.BoolRef], path: Path) -> str:
+        if len(settled) >= max_cases:
+            return "unknown"
+        v, _ = ask(export([*h, z3.Not(g)]), whole_ms, ladder=False)
+        if v == "unknown" and not xs:
+            split = smtlib.split_queries(h, g)
+            v = smtlib.parts_unsat(split, timeout_ms, smtlib.CASE_OPTIONS, export)
+        if v == "unsat":
+            settled.append(path)
+        if v != "unknown" or not xs:
+            return v
+        for fact in (xs[0], z3.Not(xs[0])):
+            h2, g2 = smtlib.assume(h, g, fact)
+            rest = [z3.simplify(z3.substitute(a, *smtlib._pairs(fact))) for a in xs[1:]]
+            # (an atom the case decides is no split: drop it)
+            rest = [a for a in rest if not (z3.is_true(a) or z3.is_false(a))]
+            v = walk(h2, g2, rest, (*path, fact))
+            if v != "unsat":
+                return v
+        return "unsat"
+
+    return walk(hyp, goal, atoms, ()), settled
+
+
+def covers(paths: list[Path], timeout_ms: int = CASE_WHOLE_MS) -> str:
+    """cvc5's verdict on ``not (P_1 or ... or P_k)``, each path the conjunction of its
+    facts: "unsat" when the cases cover every model."""
+    whole = z3.Or(*[z3.And(*p) if p else z3.BoolVal(True) for p in paths])
+    return ask(export([z3.Not(whole)]), timeout_ms, ladder=False)[0]
+
+
+def _part_cases(g: Group, goal: z3.BoolRef, atoms: list[z3.BoolRef], timeout_ms: int) -> str:
+    """One query asked part by part: its goal's parts (:func:`smtlib.split_queries`:
+    ``H => A and B`` is valid iff ``H => A`` and ``H => B`` are, and a model of a part's
+    query is a model of the query), each whole under cvc5's default, and one it leaves
+    unknown case by case on ``atoms`` (:func:`case_walk`), counted unsat only when its
+    settled cases cover every model (:func:`covers`; else "coverage gap", not
+    confirmed). "unsat" when every part is; the first part that is not ends the asks."""
+    parts = smtlib.split_queries(g.hyp, goal)
+    split, n_cases = 0, 0
+    for q in parts:
+        g.asks += 1
+        v, _ = ask(export(q), timeout_ms, ladder=False)
+        if v == "unknown":
+            v, paths = case_walk(q[:-1], q[-1].arg(0), atoms, timeout_ms)
+            g.asks += len(paths)
+            if v == "unsat" and covers(paths) != "unsat":
+                v = "coverage gap"
+            split, n_cases = split + 1, n_cases + len(paths)
+        if v != "unsat":
+            return v
+    g.how = f"part by part: {len(parts)}, {split} of them case by case ({n_cases} cases)"
+    return "unsat"
 
 
 LONG: dict[str, int] = {"two pools, list loops == twopool.transition2": 30000}
@@ -248,11 +366,19 @@ def _long(g: Group, goal: z3.BoolRef) -> str:
 
 
 def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
-    """One quantified query still unknown, asked case by case: on the atoms
-    :data:`CASES` names for its obligation, else on its goal's ``ite`` conditions
+    """One quantified query still unknown, asked case by case: part by part on the atoms
+    :data:`PART_CASES` names for its obligation (:func:`_part_cases`), whole on those
+    :data:`CASES` names, else on its goal's ``ite`` conditions
     (:func:`cvc5cases.ite_atoms`; hypothesis and goal simplified first, so that the condition
     is written the same way in both)."""
     hyp, how = g.hyp, "cases"
+    if g.name in PART_CASES:
+        consts = constants([*g.hyp, goal])
+        try:
+            atoms = [z3.simplify(a) for a in PART_CASES[g.name](lambda x: consts[x])]
+        except KeyError:  # (a constant the atoms name is not in the query)
+            return "unknown"
+        return _part_cases(g, goal, atoms, timeout_ms)
     if g.name in CASES:
         consts = constants([*g.hyp, goal])
         try:

@@ -36,6 +36,8 @@ import z3  # type: ignore[import-untyped]
 
 from . import cvc5certs, fixedn, props
 from .model import (
+    OPS,
+    Args,
     Config,
     Finite,
     State,
@@ -135,10 +137,11 @@ def check(
     ``certify``, each proved answer's ``cert``: the invariant Spacer found, written out
     and checked by z3 and cvc5 (:mod:`.cvc5certs`), after every query was asked
     (``before_certs`` gets the answers then, and again with each certificate's verdicts
-    so far as they come: :func:`cvc5certs.confirm_clauses`); ``lose_invariant`` is the seeded bug of
-    that check's test (the invariant written out as ``true``), ``drop_lemma`` another
-    (the invariant's lemma of that index left out: no longer inductive when the others
-    need it, and then ``Inv and T => Inv'`` is sat)."""
+    so far as they come: :func:`cvc5certs.confirm_clauses`, conjuncts it leaves unknown
+    asked case by case on the call's kind, :func:`call_cases`); ``lose_invariant`` is
+    the seeded bug of that check's test (the invariant written out as ``true``),
+    ``drop_lemma`` another (the invariant's lemma of that index left out: no longer
+    inductive when the others need it, and then ``Inv and T => Inv'`` is sat)."""
     if n < 1:
         raise ValueError(f"N must be >= 1, got {n}")
     wanted = names or OBLIGATIONS
@@ -146,7 +149,8 @@ def check(
     if unknown:
         raise ValueError(f"not a Spacer obligation: {unknown}; known: {OBLIGATIONS}")
     out: dict[str, Answer] = {}
-    pending: dict[str, dict[str, cvc5certs.Query]] = {}  # (certificates still to check)
+    # (certificates still to check: their queries, and the case facts of those with a call)
+    pending: dict[str, tuple[dict[str, cvc5certs.Query], dict[str, list[z3.BoolRef]]]] = {}
     with int_sort(None):
         caching, events = z3.Bool("caching"), z3.Bool("events")
         cfg = Config(Finite(n), caching=caching, events=events, bugs=bugs)
@@ -193,7 +197,7 @@ def check(
                     init = _flat(initial(cfg), (caching, events))
                     post = _flat(t, (caching, events))
                     qs = cvc5certs.spacer_queries(inv, vs, init, post, dom, goal, uses_step[name])
-                    pending[name] = qs
+                    pending[name] = (qs, call_cases(a, uses_step[name]))
                 out[name] = Answer(name, n, "proved", dt, cpu=cpu)
             elif res == z3.sat:
                 out[name] = Answer(name, n, "refuted", dt, cpu=cpu)
@@ -201,15 +205,28 @@ def check(
                 out[name] = Answer(name, n, "unknown", dt, why, cpu)
     if pending and before_certs is not None:
         before_certs(dict(out))
-    for name, qs in pending.items():
+    for name, (qs, cases) in pending.items():
 
         def report(cert: list[list[str]], name: str = name) -> None:
             out[name] = replace(out[name], cert=cert)
             if before_certs is not None:
                 before_certs(dict(out))
 
-        out[name] = replace(out[name], cert=cvc5certs.confirm_clauses(qs, progress=report))
+        cert = cvc5certs.confirm_clauses(qs, progress=report, cases=cases)
+        out[name] = replace(out[name], cert=cert)
     return out
+
+
+def call_cases(a: Args, uses_step: bool) -> dict[str, list[z3.BoolRef]]:
+    """The case facts a certificate's queries with a call are asked on where cvc5
+    leaves a conjunct unknown (:func:`cvc5certs.confirm_clauses`): the call's kind, one
+    case per operation (``a.kind == k``, k in ``0..len(OPS) - 1``). Their disjunction
+    follows from the calls' domain (``0 <= a.kind < len(OPS)``, in the hypothesis of
+    ``Inv and T => Inv'``, and of ``Inv => P`` for a step rule); cvc5 checks that it does
+    (:func:`cvc5certs.covers`) before any case is asked."""
+    kinds = [a.kind == k for k in range(len(OPS))]
+    step, prop = cvc5certs.SPACER_CHECKS[1:]
+    return {step: kinds, **({prop: kinds} if uses_step else {})}
 
 
 def check_isolated(

@@ -168,6 +168,55 @@ def test_a_part_that_simplifies_away_is_still_asked() -> None:
     ]
 
 
+# -- a conjunct cvc5 leaves unknown, asked case by case on the call's kind -------------------
+
+
+def _kinds_toy(third: int = 0) -> tuple[list[z3.BoolRef], list[z3.BoolRef], list[z3.BoolRef]]:
+    """A counter x stepped by a call of kind k in 0..2 (its domain): +2, +4, or
+    ``third``. Its invariant's clauses ``x even`` and ``x >= 0``: the step query's
+    hypotheses, its two conjuncts (the clauses after the step), and the kind's cases."""
+    x, k = z3.Ints("x k")
+    post = z3.If(k == 0, x + 2, z3.If(k == 1, x + 4, x + third))
+    hyp = [z3.And(x % 2 == 0, x >= 0), z3.And(k >= 0, k < 3)]
+    return hyp, [post % 2 == 0, post >= 0], [k == c for c in range(3)]
+
+
+def test_a_conjunct_is_confirmed_case_by_case_on_the_calls_kind() -> None:
+    hyp, parts, kinds = _kinds_toy()
+    assert cvc5certs.covers(hyp, kinds) == "unsat"
+    assert [cvc5certs.ask_cases(hyp, p, kinds) for p in parts] == ["unsat", "unsat"]
+
+
+def test_a_case_split_missing_a_kind_is_caught_by_its_coverage() -> None:
+    """The seeded bug: the cases leave out kind 2. Coverage is sat (a model with k = 2),
+    so no conjunct is asked by cases and each stays unknown: never confirmed."""
+    hyp, parts, kinds = _kinds_toy()
+    assert cvc5certs.covers(hyp, kinds[:2]) == "sat"
+    vs = ["unknown", "unknown"]
+    how = cvc5certs._by_cases(hyp, parts, vs, kinds[:2])
+    assert vs == ["unknown", "unknown"] and "coverage of the 2 cases sat" in how
+
+
+def test_a_wrong_step_is_sat_in_its_case_and_fails_the_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seeded bug: kind 2 steps by 1, so ``x' even`` does not follow. The
+    incremental asks are made to give up (as cvc5 does on N=6's two conjuncts): the
+    case split still finds the model, in case k = 2, and the certificate disagrees;
+    with the right step, the same path confirms it."""
+
+    def gave_up(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], *_: object) -> list[str]:
+        return ["unknown"] * len(parts)
+
+    monkeypatch.setattr(cvc5certs, "ask_clauses", gave_up)
+    monkeypatch.setattr(cvc5certs, "LEFTOVERS", 0)  # (no ask alone after the cases)
+    for third, want in ((6, "unsat"), (1, "sat")):
+        hyp, parts, kinds = _kinds_toy(third)
+        qs = {"Inv and T => Inv'": (hyp, parts[0])}
+        (cert,) = cvc5certs.confirm_clauses(qs, 5000, 5000, cases={"Inv and T => Inv'": kinds})
+        assert cert[2] == want, cert
+        assert "case by case on the call's kind (3 cases, coverage unsat)" in cert[4]
+    assert cvc5certs.verdict([cert]) == "disagree"
+
+
 # -- a query split on its ite conditions ---------------------------------------------------
 
 
@@ -290,6 +339,36 @@ def test_spacers_real_invariant_is_certified_and_a_lost_one_is_not() -> None:
     (dropped,) = spacer.check(2, ("INV-FREE",), certify=True, drop_lemma=0).values()
     assert dropped.cert[1][:3] == ["Inv and T => Inv'", "sat", "sat"]
     assert cvc5certs.verdict(dropped.cert) == "disagree"
+
+
+@deep
+def test_spacers_real_step_query_by_the_calls_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On N=2's certificate for INV-FREE: the calls' kinds cover the step query's
+    hypothesis (and all but one do not), a conjunct asked by kind is unsat, and with
+    the invariant's first lemma dropped the conjunct that no longer follows is sat in
+    one of its cases (a disagreement)."""
+    from kvpool.proofs import spacer
+    from kvpool.proofs.model import OPS
+
+    got: list[tuple[dict[str, cvc5certs.Query], dict[str, list[z3.BoolRef]]]] = []
+
+    def keep(qs: dict[str, cvc5certs.Query], **kw: object) -> list[cvc5certs.Verdict]:
+        got.append((qs, kw["cases"]))  # type: ignore[arg-type]
+        return []
+
+    monkeypatch.setattr(cvc5certs, "confirm_clauses", keep)
+    spacer.check(2, ("INV-FREE",), certify=True)
+    spacer.check(2, ("INV-FREE",), certify=True, drop_lemma=0)
+    step = cvc5certs.SPACER_CHECKS[1]
+    (hyp, goal), kinds = got[0][0][step], got[0][1][step]
+    assert len(kinds) == len(OPS) and list(got[0][1]) == [step]
+    assert cvc5certs.covers(hyp, kinds) == "unsat"
+    assert cvc5certs.covers(hyp, kinds[1:]) == "sat"  # (a kind left out: caught)
+    assert cvc5certs.ask_cases(hyp, cvc5certs._parts(goal)[0], kinds) == "unsat"
+    (hyp, goal), kinds = got[1][0][step], got[1][1][step]
+    parts = cvc5certs._parts(goal)
+    bad = cvc5certs.ask_clauses(hyp, parts).index("sat")
+    assert cvc5certs.ask_cases(hyp, parts[bad], kinds) == "sat"
 
 
 @deep

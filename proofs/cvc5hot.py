@@ -1,0 +1,292 @@
+"""cvc5 on ``impl/pool.py``'s hot paths from source: rewrites that keep validity.
+
+The pool's hot paths proved from their own source (:mod:`.pyhot`: ``free_blocks``,
+``unpin_blocks``, ``get_new_blocks``; :mod:`.pypool`: ``touch``) give z3 queries with
+dozens of hypotheses: the pool's invariant, the queue's contract, each translated
+statement's effect (the pending watchers' tuples: formulas of ten thousand characters).
+cvc5 1.4.2 leaves many of them unknown whole, though the goal follows from a handful of
+hypotheses. :func:`confirm` asks each query z3 proved this way, in order, and stops at
+the first unsat:
+
+1. **The quantifier-free part** (:func:`cvc5leaves.closed`): the quantifier-free
+   hypotheses (and the negated goal, if it has no quantifier). Fewer hypotheses, more
+   models: its unsat proves the query's.
+2. **The relevant hypotheses** (:func:`relevant`): the hypotheses split into their
+   conjuncts, of which those a symbol of the goal reaches, in at most ``depth`` steps,
+   by the SInE rule (a conjunct is reached through its rarest symbols). A subset of the
+   conjuncts: its unsat proves the query's. A ``sat`` of a subset is no model of the query
+   and counts for nothing; the steps after it are asked.
+3. **The query whole** (:func:`cvc5more.export`, the lambdas lifted, chains of lambdas
+   too: :func:`smtlib.lift_lambdas`). ``sat`` here is a model of the query z3 proved
+   unsat: a disagreement.
+4. **The list's shape** (:func:`shape_cases`): the query case by case on the call's list
+   (how many entries, which of them are one block, which are null, which are this
+   pool's); every case's query is the original with the case's facts added and used
+   (:func:`assume`), so it is unsat iff the original is in that case; cvc5 must find
+   that the cases cover every model (:func:`cvc5leaves.covers`), and each case is asked
+   as 1 to 3 above. A case's ``sat`` under 3 is a model of the query: a disagreement.
+   The first case not confirmed ends it.
+
+"unsat" only if a step says so (and, for 4, coverage is unsat and every case is);
+"sat" only at 3 or in a case at 3; else "unknown" (or "refused" when cvc5 does not
+read the query whole): not confirmed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3  # type: ignore[import-untyped]
+
+from . import cvc5leaves, cvc5more, smtlib
+from .model import Record, constants, subterms
+
+TIMEOUT_MS = 5000
+"""cvc5's time limit (wall clock) on a query whole and on each relevant subset."""
+
+CASE_MS = 3000
+"""cvc5's time limit on each case of :func:`shape_cases` (whole and each subset)."""
+
+DEPTHS = (1, 2)
+"""The relevance depths asked (:func:`relevant`), in turn."""
+
+TOLERANCE = 1.5
+"""SInE's tolerance: a conjunct is reached through each of its symbols that occurs in
+at most this many times as many conjuncts as its rarest symbol."""
+
+MAX_CASES = 48
+"""At most this many cases of :func:`shape_cases` (past it: not confirmed)."""
+
+MARK = 1
+"""``_pool``'s mark of this pool's blocks in the translation (:data:`pypool.MARK`)."""
+
+ENTRIES = 3
+"""A call's list has at most this many entries in any of the hot paths' queries
+(:data:`pyhot.L_REFUSED`, :data:`pypool.L_REFUSED`)."""
+
+
+# -- step 2: the relevant hypotheses ------------------------------------------------------
+
+
+def conjuncts(hyp: list[z3.BoolRef]) -> list[z3.BoolRef]:
+    """``hyp``'s formulas with each conjunction split into its conjuncts (the same set of
+    formulas: a model of one list is a model of the other)."""
+    out: list[z3.BoolRef] = []
+    todo = list(reversed(hyp))
+    while todo:
+        h = todo.pop()
+        if z3.is_and(h):
+            todo.extend(reversed(h.children()))
+        elif not z3.is_true(h):
+            out.append(h)
+    return out
+
+
+def symbols(e: z3.ExprRef) -> set[str]:
+    """The uninterpreted symbols (constants and functions) ``e`` uses."""
+    return {
+        t.decl().name() for t in subterms([e]) if t.decl().kind() == z3.Z3_OP_UNINTERPRETED
+    }
+
+
+def relevant(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, depth: int, tolerance: float = TOLERANCE
+) -> list[z3.BoolRef]:
+    """The conjuncts of ``hyp`` (:func:`conjuncts`) the goal's symbols reach in at most
+    ``depth`` rounds, by SInE's trigger rule: a conjunct is reached when one of its
+    *trigger* symbols (those at most ``tolerance`` times as frequent among the conjuncts
+    as its rarest one) is reached, and then all its symbols are. A conjunct with no
+    symbol is always kept. Only ever members of ``conjuncts(hyp)``, in their order."""
+    hs = conjuncts(hyp)
+    syms = [symbols(h) for h in hs]
+    occ: dict[str, int] = {}
+    for s in syms:
+        for x in s:
+            occ[x] = occ.get(x, 0) + 1
+    trig = [{x for x in s if occ[x] <= tolerance * min(occ[y] for y in s)} for s in syms]
+    reached, chosen = symbols(goal), {i for i, s in enumerate(syms) if not s}
+    for _ in range(depth):
+        new = [i for i in range(len(hs)) if i not in chosen and trig[i] & reached]
+        if not new:
+            break
+        for i in new:
+            chosen.add(i)
+            reached |= syms[i]
+    return [hs[i] for i in sorted(chosen)]
+
+
+# -- step 4: the list's shape -------------------------------------------------------------
+
+
+def shape_atoms(query: list[z3.BoolRef], entries: int = ENTRIES) -> list[z3.BoolRef]:
+    """The atoms of the call's list (``m`` entries of ``bl``) in ``query``'s constants:
+    ``m == k`` (k <= ``entries``), ``bl[j] == bl[i]`` (j < i < ``entries``), ``is_null[bl[i]]``,
+    ``mark[bl[i]] == MARK`` ([] when the query has no such list)."""
+    cs = constants(query)
+    if "m" not in cs or "bl" not in cs:
+        return []
+    m, bl = cs["m"], cs["bl"]
+    out: list[z3.BoolRef] = [m == k for k in range(entries + 1)]
+    for i in range(entries):
+        out += [z3.Select(bl, j) == z3.Select(bl, i) for j in range(i)]
+        if "is_null" in cs:
+            out.append(z3.Select(cs["is_null"], z3.Select(bl, i)))
+        if "mark" in cs:
+            out.append(z3.Select(cs["mark"], z3.Select(bl, i)) == MARK)
+    return [z3.simplify(a) for a in out]
+
+
+def assume(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, fact: z3.BoolRef
+) -> tuple[list[z3.BoolRef], z3.BoolRef]:
+    """``hyp and fact`` with ``fact`` used everywhere, and ``goal`` the same way: an
+    equivalent query (``fact`` is kept among the hypotheses, and each replacement is an
+    equality ``fact`` states). ``t == u`` replaces the term ``t`` by ``u`` (``u`` a value,
+    or the earlier entry ``bl[j]`` for ``t = bl[i]``); else the atom becomes true (or
+    false, for ``not a``), both ways an equation is written."""
+    atom, value = (fact.arg(0), False) if z3.is_not(fact) else (fact, True)
+    pairs: list[tuple[z3.ExprRef, z3.ExprRef]] = [(atom, z3.BoolVal(value))]
+    if z3.is_eq(atom):
+        x, y = atom.arg(0), atom.arg(1)
+        pairs.append((y == x, z3.BoolVal(value)))
+        if value:
+            if z3.is_int_value(x) or z3.is_true(x) or z3.is_false(x):
+                x, y = y, x
+            if not z3.is_int_value(x) and x.get_id() != y.get_id():
+                pairs = [(x, y)]
+    new_hyp = [z3.simplify(z3.substitute(h, *pairs)) for h in hyp]
+    return [*new_hyp, fact], z3.simplify(z3.substitute(goal, *pairs))
+
+
+def _occurs(atom: z3.BoolRef, goal: z3.BoolRef) -> bool:
+    """Does the goal mention one of the atom's select terms (``m`` for ``m == k``)?"""
+    ids = {t.get_id() for t in subterms([goal])}
+    inner = [c for c in atom.children()] if z3.is_eq(atom) else [atom]
+    return any(c.get_id() in ids for c in inner if not z3.is_int_value(c))
+
+
+@dataclass
+class ShapeCase:
+    path: tuple[z3.BoolRef, ...]
+    hyp: list[z3.BoolRef]
+    goal: z3.BoolRef
+    closed: bool
+
+
+def shape_cases(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    atoms: list[z3.BoolRef],
+    max_cases: int = MAX_CASES,
+) -> list[ShapeCase] | None:
+    """The query split on ``atoms`` in turn, depth first: each case ``P`` on an atom
+    ``a`` the goal still mentions becomes ``P and a`` and ``P and not a``
+    (:func:`assume`); an atom the goal no longer mentions is not split on; a case whose
+    quantifier-free hypotheses cvc5 finds unsat (:func:`cvc5leaves.closed`) is closed
+    there (None: more than ``max_cases``)."""
+    out: list[ShapeCase] = []
+
+    def walk(h: list[z3.BoolRef], g: z3.BoolRef, path: tuple[z3.BoolRef, ...], k: int) -> bool:
+        if len(out) >= max_cases:
+            return False
+        if cvc5leaves.closed(h, g):
+            out.append(ShapeCase(path, h, g, True))
+            return True
+        while k < len(atoms) and not _occurs(atoms[k], g):
+            k += 1
+        if k == len(atoms):
+            out.append(ShapeCase(path, h, g, False))
+            return True
+        a = atoms[k]
+        for fact in (a, z3.Not(a)):
+            h2, g2 = assume(h, g, fact)
+            if not walk(h2, g2, (*path, fact), k + 1):
+                return False
+        return True
+
+    return out if walk(hyp, goal, (), 0) else None
+
+
+# -- the steps ------------------------------------------------------------------------------
+
+
+def _ask(query: list[z3.BoolRef], timeout_ms: int) -> str:
+    try:
+        text = cvc5more.export(query)
+    except z3.Z3Exception as exc:  # (a query z3 cannot print: not read)
+        return f"refused ({str(exc)[:60]})"
+    return cvc5more.ask(text, timeout_ms, ladder=False)[0]
+
+
+def _direct(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    timeout_ms: int,
+    asks: list[int],
+    qf: bool = True,
+) -> tuple[str, str]:
+    """Steps 1 (with ``qf``) to 3 on one query (or one case): the verdict and the step
+    that gave it."""
+    if qf and cvc5leaves.closed(hyp, goal):
+        return "unsat", "quantifier-free part"
+    n = len(conjuncts(hyp))
+    seen: set[int] = set()
+    for d in DEPTHS:
+        sub = relevant(hyp, goal, d)
+        if len(sub) >= n or len(sub) in seen:
+            continue
+        seen.add(len(sub))
+        asks[0] += 1
+        if _ask([*sub, z3.Not(goal)], timeout_ms) == "unsat":
+            return "unsat", "relevant hypotheses"
+    asks[0] += 1
+    return _ask([*hyp, z3.Not(goal)], timeout_ms), "whole"
+
+
+def normalise(hyp: list[z3.BoolRef], goal: z3.BoolRef) -> tuple[list[z3.BoolRef], z3.BoolRef]:
+    """The same query with the constants the hypothesis fixes substituted (their
+    equations kept, as :func:`smtlib.split_queries`), simplified."""
+    pairs = smtlib._fixed_constants(hyp)
+    if pairs:
+        hyp = [z3.substitute(h, *pairs) for h in hyp] + [x == c for x, c in pairs]
+        goal = z3.substitute(goal, *pairs)
+    return [z3.simplify(h) for h in hyp], z3.simplify(goal)
+
+
+def confirm(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    timeout_ms: int = TIMEOUT_MS,
+    shape: bool = True,
+    asks: list[int] | None = None,
+) -> tuple[str, str]:
+    """cvc5's verdict on ``hyp and not goal`` (the module's steps) and the step that
+    settled it: "quantifier-free part", "relevant hypotheses", "whole", "shape: k cases",
+    or why not."""
+    asks = [0] if asks is None else asks
+    hyp, goal = normalise(hyp, goal)
+    v, how = _direct(hyp, goal, timeout_ms, asks)
+    if v in ("unsat", "sat") or not shape:
+        return v, how
+    whole = v
+    atoms = shape_atoms([*hyp, goal])
+    if not atoms:
+        return whole, "whole"
+    cs = shape_cases(hyp, goal, atoms)
+    if cs is None:
+        return whole, f"shape: more than {MAX_CASES} cases"
+    if len(cs) <= 1:
+        return whole, "whole"
+    cov = cvc5leaves.covers([c.path for c in cs])
+    if cov != "unsat":
+        return "coverage gap", f"shape: coverage {cov}"
+    for c in cs:
+        if c.closed:
+            continue
+        cv, _ = _direct(c.hyp, c.goal, CASE_MS, asks, qf=False)
+        if cv != "unsat":
+            return cv if cv == "sat" else whole, f"shape: a case {cv}"
+    return "unsat", f"shape: {len(cs)} cases"

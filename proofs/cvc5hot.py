@@ -25,7 +25,9 @@ the first unsat:
    (:func:`assume`), so it is unsat iff the original is in that case; cvc5 must find
    that the cases cover every model (:func:`cvc5leaves.covers`), and each case is asked
    as 1 to 3 above. A case's ``sat`` under 3 is a model of the query: a disagreement.
-   The first case not confirmed ends it.
+   The first case not confirmed ends it. A query with no list (``get_new_blocks``' count)
+   is asked case by case on its goal's ``ite`` conditions instead
+   (:func:`cvc5cases.confirm_ite`: each condition's two cases cover every model).
 
 "unsat" only if a step says so (and, for 4, coverage is unsat and every case is);
 "sat" only at 3 or in a case at 3; else "unknown" (or "refused" when cvc5 does not
@@ -41,7 +43,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from . import cvc5leaves, cvc5more, smtlib
+from . import cvc5cases, cvc5leaves, cvc5more, smtlib
 from .model import Record, constants, subterms
 
 TIMEOUT_MS = 5000
@@ -87,9 +89,7 @@ def conjuncts(hyp: list[z3.BoolRef]) -> list[z3.BoolRef]:
 
 def symbols(e: z3.ExprRef) -> set[str]:
     """The uninterpreted symbols (constants and functions) ``e`` uses."""
-    return {
-        t.decl().name() for t in subterms([e]) if t.decl().kind() == z3.Z3_OP_UNINTERPRETED
-    }
+    return {t.decl().name() for t in subterms([e]) if t.decl().kind() == z3.Z3_OP_UNINTERPRETED}
 
 
 def relevant(
@@ -122,13 +122,20 @@ def relevant(
 
 
 def shape_atoms(query: list[z3.BoolRef], entries: int = ENTRIES) -> list[z3.BoolRef]:
-    """The atoms of the call's list (``m`` entries of ``bl``) in ``query``'s constants:
+    """The atoms of the call's list (``m`` entries of ``bl``) in ``query``'s constants, for
+    the entries the query reads (``bl[k]``, k < ``entries``):
     ``m == k`` (k <= ``entries``), ``bl[j] == bl[i]`` (j < i < ``entries``), ``is_null[bl[i]]``,
     ``mark[bl[i]] == MARK`` ([] when the query has no such list)."""
     cs = constants(query)
     if "m" not in cs or "bl" not in cs:
         return []
     m, bl = cs["m"], cs["bl"]
+    read = [
+        t.arg(1).as_long()
+        for t in subterms(query)
+        if z3.is_select(t) and t.arg(0).eq(bl) and z3.is_int_value(t.arg(1))
+    ]
+    entries = min(entries, 1 + max(read, default=-1))
     out: list[z3.BoolRef] = [m == k for k in range(entries + 1)]
     for i in range(entries):
         out += [z3.Select(bl, j) == z3.Select(bl, i) for j in range(i)]
@@ -162,10 +169,11 @@ def assume(
 
 
 def _occurs(atom: z3.BoolRef, goal: z3.BoolRef) -> bool:
-    """Does the goal mention one of the atom's select terms (``m`` for ``m == k``)?"""
+    """Does the goal mention the atom's terms (each side of an equation that is not a
+    value: ``m`` for ``m == k``, both entries for ``bl[j] == bl[i]``)?"""
     ids = {t.get_id() for t in subterms([goal])}
-    inner = [c for c in atom.children()] if z3.is_eq(atom) else [atom]
-    return any(c.get_id() in ids for c in inner if not z3.is_int_value(c))
+    sides = atom.children() if z3.is_eq(atom) else [atom]
+    return all(c.get_id() in ids for c in sides if not z3.is_int_value(c))
 
 
 @dataclass
@@ -232,11 +240,13 @@ def _direct(
     that gave it."""
     if qf and cvc5leaves.closed(hyp, goal):
         return "unsat", "quantifier-free part"
-    n = len(conjuncts(hyp))
+    mine = {h.get_id() for h in conjuncts(hyp)}
     seen: set[int] = set()
     for d in DEPTHS:
         sub = relevant(hyp, goal, d)
-        if len(sub) >= n or len(sub) in seen:
+        if len(sub) >= len(mine) or len(sub) in seen:
+            continue
+        if any(h.get_id() not in mine for h in sub):  # (not a subset: proves nothing)
             continue
         seen.add(len(sub))
         asks[0] += 1
@@ -273,8 +283,11 @@ def confirm(
         return v, how
     whole = v
     atoms = shape_atoms([*hyp, goal])
-    if not atoms:
-        return whole, "whole"
+    if not atoms:  # (no list: get_new_blocks' count) the goal's ite conditions
+        got = cvc5cases.confirm_ite(hyp, goal, timeout_ms)
+        if got is None:
+            return whole, "whole"
+        return got[0], "ite cases" + got[1].removeprefix("cases on ite conditions")
     cs = shape_cases(hyp, goal, atoms)
     if cs is None:
         return whole, f"shape: more than {MAX_CASES} cases"
@@ -290,3 +303,112 @@ def confirm(
         if cv != "unsat":
             return cv if cv == "sat" else whole, f"shape: a case {cv}"
     return "unsat", f"shape: {len(cs)} cases"
+
+
+# -- the row --------------------------------------------------------------------------------
+
+FAMILIES = ("hot-source", "pool-source")
+"""The runner's parts whose proved queries this module asks (:data:`cvc5more.FAMILIES`)."""
+
+STEPS = ("quantifier-free part", "relevant hypotheses", "whole", "shape", "ite cases")
+"""The steps of :func:`confirm` a row counts queries by, in order."""
+
+
+def method_of(name: str) -> str:
+    """The method a recorded query's name is about ("pool unpin_blocks L=2 (...)": the
+    second word; "pool contract: ...": "contract")."""
+    words = name.split()
+    if len(words) > 1 and words[0] == "pool":
+        return "contract" if words[1] == "contract:" else words[1]
+    return name
+
+
+@dataclass
+class Tally:
+    """One method's queries: how many, settled by which step, and those not confirmed."""
+
+    queries: int = 0
+    by_step: dict[str, int] = field(default_factory=dict)
+    open: list[str] = field(default_factory=list)
+    disagree: list[str] = field(default_factory=list)
+
+    def line(self, method: str) -> str:
+        ok = sum(self.by_step.values())
+        steps = ", ".join(f"{self.by_step[s]} {s}" for s in STEPS if self.by_step.get(s))
+        return f"{method} {ok} of {self.queries}" + (f" ({steps})" if steps else "")
+
+
+def tally(
+    records: list[Record],
+    timeout_ms: int = TIMEOUT_MS,
+    ask: Callable[..., tuple[str, str]] | None = None,
+) -> tuple[dict[str, Tally], int]:
+    """cvc5 on each query z3 proved among ``records`` (not a mutant's), by method; and
+    the asks made (``ask``: :func:`confirm`, or a stand-in of the same signature)."""
+    ask = confirm if ask is None else ask
+    out: dict[str, Tally] = {}
+    asks = [0]
+    for name, hyp, goal, status in records:
+        if status != "proved" or name.startswith("mutant:"):
+            continue
+        t = out.setdefault(method_of(name), Tally())
+        t.queries += 1
+        v, how = ask(hyp, goal, timeout_ms, asks=asks)
+        if v == "unsat":
+            step = how.split(":")[0]
+            t.by_step[step] = t.by_step.get(step, 0) + 1
+        elif v == "sat":
+            t.disagree.append(f"{name} ({how})")
+        else:
+            t.open.append(f"{name} ({v}: {how})")
+    return out, asks[0]
+
+
+def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[str, Any]:
+    """cvc5 on every query z3 proved among ``records`` (the ``part``'s), as a
+    ``runner.ObligationResult(**row)`` of kind "second solver", named as
+    :func:`cvc5more.row`'s (so :func:`cvc5more.solvers_note` counts it for the part): its
+    bounds give per method the queries and how many each step confirmed; "agree" when
+    cvc5 confirms every one, "partly-confirmed" when it disagrees with none but leaves
+    some not confirmed (named in the replay), "disagree" on any sat (or an unsat on the
+    probe z3 finds sat, :func:`cvc5more.probe`), "not-run" when z3 proved nothing here."""
+    t0 = time.perf_counter()
+    by_method, asks = tally(records, timeout_ms)
+    n = sum(t.queries for t in by_method.values())
+    ok = sum(sum(t.by_step.values()) for t in by_method.values())
+    open_ = [x for t in by_method.values() for x in t.open]
+    disagree = [x for t in by_method.values() for x in t.disagree]
+    zp, cp = cvc5more.probe(cvc5more.groups(records), timeout_ms) if n else ("none", "none")
+    bad_probe = zp == "sat" and cp == "unsat"
+    status = (
+        "not-run"
+        if not n
+        else "disagree"
+        if disagree or bad_probe
+        else "partly-confirmed"
+        if open_
+        else "agree"
+    )
+    lines = "; ".join(t.line(m) for m, t in by_method.items())
+    return dict(
+        obligation=f"cvc5 re-checks {cvc5more.FAMILIES.get(part, part)}",
+        kind="second solver",
+        technique="cvc5 (SMT-LIB 2 from z3; quantifier-free part, relevant hypotheses, "
+        "whole, the list's shape)",
+        invariants=(),
+        bounds=f"{part}: cvc5 confirms {ok} of {n} queries z3 proved ({lines}; {asks} asks, "
+        f"{timeout_ms // 1000} s each); probe {zp}/{cp}"
+        + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
+        status=status,
+        seconds=time.perf_counter() - t0,
+        replay="; ".join(
+            ([f"cvc5 says sat (disagrees) on: {', '.join(disagree)}"] if disagree else [])
+            + ([f"the probe: z3 {zp}, cvc5 {cp} (disagree)"] if bad_probe else [])
+            + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
+        ),
+    )
+
+
+def rows(part: str, records: list[Record], on: tuple[str, ...]) -> list[dict[str, Any]]:
+    """:func:`row` of ``part`` when the profile's ``cvc5_more`` names it (``on``), else none."""
+    return [row(part, records)] if part in on else []

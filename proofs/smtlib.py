@@ -119,7 +119,10 @@ def lift_lambdas(query: list[z3.BoolRef]) -> list[z3.BoolRef]:
             arr = z3.Const(f"lam!{k}", lam.sort())
             chain, inner = _chain(lam)
             groups = [
-                [z3.Const(f"lam!{k}!{len(chain) - 1 - j}!{i}", b.var_sort(i)) for i in range(b.num_vars())]
+                [
+                    z3.Const(f"lam!{k}!{len(chain) - 1 - j}!{i}", b.var_sort(i))
+                    for i in range(b.num_vars())
+                ]
                 for j, b in enumerate(chain)
             ]
             k += 1

@@ -45,6 +45,7 @@ import z3  # type: ignore[import-untyped]
 
 from . import cvc5cases, cvc5leaves, cvc5more, smtlib
 from .model import Record, constants, subterms
+from .pysource import NONE
 
 TIMEOUT_MS = 5000
 """cvc5's time limit (wall clock) on a query whole and on each relevant subset."""
@@ -125,7 +126,10 @@ def shape_atoms(query: list[z3.BoolRef], entries: int = ENTRIES) -> list[z3.Bool
     """The atoms of the call's list (``m`` entries of ``bl``) in ``query``'s constants, for
     the entries the query reads (``bl[k]``, k < ``entries``):
     ``m == k`` (k <= ``entries``), ``bl[j] == bl[i]`` (j < i < ``entries``), ``is_null[bl[i]]``,
-    ``mark[bl[i]] == MARK`` ([] when the query has no such list)."""
+    ``mark[bl[i]] == MARK``; then what the call does with each entry, where the query
+    has it: ``ref[bl[i]] == 1`` (released), no key (``_block_hash[bl[i]] == NONE``), no
+    pending watchers (``_pending[bl[i]] == NONE``) or one (``tuple_len`` 1). [] when the
+    query has no such list."""
     cs = constants(query)
     if "m" not in cs or "bl" not in cs:
         return []
@@ -138,12 +142,35 @@ def shape_atoms(query: list[z3.BoolRef], entries: int = ENTRIES) -> list[z3.Bool
     entries = min(entries, 1 + max(read, default=-1))
     out: list[z3.BoolRef] = [m == k for k in range(entries + 1)]
     for i in range(entries):
-        out += [z3.Select(bl, j) == z3.Select(bl, i) for j in range(i)]
+        b = z3.Select(bl, i)
+        out += [z3.Select(bl, j) == b for j in range(i)]
         if "is_null" in cs:
-            out.append(z3.Select(cs["is_null"], z3.Select(bl, i)))
+            out.append(z3.Select(cs["is_null"], b))
         if "mark" in cs:
-            out.append(z3.Select(cs["mark"], z3.Select(bl, i)) == MARK)
+            out.append(z3.Select(cs["mark"], b) == MARK)
+    for i in range(entries):  # (what the call does to each entry: after the list's own)
+        b = z3.Select(bl, i)
+        if "ref" in cs:
+            out.append(z3.Select(cs["ref"], b) == 1)
+        for name in ("_block_hash", "_pending"):
+            if name in cs:
+                out.append(z3.Select(cs[name], b) == NONE)
+        if "_pending" in cs and _TLEN in _functions(query):
+            out.append(_functions(query)[_TLEN](z3.Select(cs["_pending"], b)) == 1)
     return [z3.simplify(a) for a in out]
+
+
+_TLEN = "tuple_len"
+"""The translation's length of a tuple object (the pending watchers')."""
+
+
+def _functions(query: list[z3.BoolRef]) -> dict[str, z3.FuncDeclRef]:
+    """The uninterpreted functions of one argument ``query`` applies, by name."""
+    return {
+        t.decl().name(): t.decl()
+        for t in subterms(query)
+        if t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.num_args() == 1
+    }
 
 
 def assume(

@@ -25,9 +25,11 @@ the first unsat:
    (:func:`assume`), so it is unsat iff the original is in that case; cvc5 must find
    that the cases cover every model (:func:`cvc5leaves.covers`), and each case is asked
    as 1 to 3 above. A case's ``sat`` under 3 is a model of the query: a disagreement.
-   The first case not confirmed ends it. A query with no list (``get_new_blocks``' count)
-   is asked case by case on its goal's ``ite`` conditions instead
-   (:func:`cvc5cases.confirm_ite`: each condition's two cases cover every model).
+   The first case not confirmed ends it, and the split is made again with what the call
+   does with each entry besides (released, keyed, watched: :func:`shape_atoms`). A
+   query with no list (``get_new_blocks``' count) is asked case by case on its goal's
+   ``ite`` conditions instead (:func:`cvc5cases.confirm_ite`: each condition's two cases
+   cover every model).
 
 "unsat" only if a step says so (and, for 4, coverage is unsat and every case is);
 "sat" only at 3 or in a case at 3; else "unknown" (or "refused" when cvc5 does not
@@ -122,17 +124,19 @@ def relevant(
 # -- step 4: the list's shape -------------------------------------------------------------
 
 
-def shape_atoms(query: list[z3.BoolRef], entries: int = ENTRIES) -> list[z3.BoolRef]:
+def shape_atoms(
+    query: list[z3.BoolRef], entries: int = ENTRIES
+) -> tuple[list[z3.BoolRef], list[z3.BoolRef]]:
     """The atoms of the call's list (``m`` entries of ``bl``) in ``query``'s constants, for
     the entries the query reads (``bl[k]``, k < ``entries``):
     ``m == k`` (k <= ``entries``), ``bl[j] == bl[i]`` (j < i < ``entries``), ``is_null[bl[i]]``,
-    ``mark[bl[i]] == MARK``; then what the call does with each entry, where the query
-    has it: ``ref[bl[i]] == 1`` (released), no key (``_block_hash[bl[i]] == NONE``), no
-    pending watchers (``_pending[bl[i]] == NONE``) or one (``tuple_len`` 1). [] when the
-    query has no such list."""
+    ``mark[bl[i]] == MARK`` (the list's own); and, apart, what the call does with each
+    entry, where the query has it: ``ref[bl[i]] == 1`` (released), no key
+    (``_block_hash[bl[i]] == NONE``), no pending watchers (``_pending[bl[i]] == NONE``) or
+    one (``tuple_len`` 1). ([], []) when the query has no such list."""
     cs = constants(query)
     if "m" not in cs or "bl" not in cs:
-        return []
+        return [], []
     m, bl = cs["m"], cs["bl"]
     read = [
         t.arg(1).as_long()
@@ -148,16 +152,17 @@ def shape_atoms(query: list[z3.BoolRef], entries: int = ENTRIES) -> list[z3.Bool
             out.append(z3.Select(cs["is_null"], b))
         if "mark" in cs:
             out.append(z3.Select(cs["mark"], b) == MARK)
-    for i in range(entries):  # (what the call does to each entry: after the list's own)
+    calls: list[z3.BoolRef] = []
+    for i in range(entries):  # (what the call does with each entry)
         b = z3.Select(bl, i)
         if "ref" in cs:
-            out.append(z3.Select(cs["ref"], b) == 1)
+            calls.append(z3.Select(cs["ref"], b) == 1)
         for name in ("_block_hash", "_pending"):
             if name in cs:
-                out.append(z3.Select(cs[name], b) == NONE)
+                calls.append(z3.Select(cs[name], b) == NONE)
         if "_pending" in cs and _TLEN in _functions(query):
-            out.append(_functions(query)[_TLEN](z3.Select(cs["_pending"], b)) == 1)
-    return [z3.simplify(a) for a in out]
+            calls.append(_functions(query)[_TLEN](z3.Select(cs["_pending"], b)) == 1)
+    return [z3.simplify(a) for a in out], [z3.simplify(a) for a in calls]
 
 
 _TLEN = "tuple_len"
@@ -309,17 +314,29 @@ def confirm(
     if v in ("unsat", "sat") or not shape:
         return v, how
     whole = v
-    atoms = shape_atoms([*hyp, goal])
-    if not atoms:  # (no list: get_new_blocks' count) the goal's ite conditions
+    own, calls = shape_atoms([*hyp, goal])
+    if not own:  # (no list: get_new_blocks' count) the goal's ite conditions
         got = cvc5cases.confirm_ite(hyp, goal, timeout_ms)
         if got is None:
             return whole, "whole"
         return got[0], "ite cases" + got[1].removeprefix("cases on ite conditions")
+    how = "whole"
+    for atoms in (own, own + calls) if calls else (own,):
+        v, how = _shape(hyp, goal, atoms, asks)
+        if v in ("unsat", "sat", "coverage gap") or how.startswith("shape: more than"):
+            return (whole if v == "unknown" else v), how
+    return whole, how
+
+
+def _shape(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, atoms: list[z3.BoolRef], asks: list[int]
+) -> tuple[str, str]:
+    """Step 4 on ``atoms``: the verdict and how it was reached ("unknown" when a case is)."""
     cs = shape_cases(hyp, goal, atoms)
     if cs is None:
-        return whole, f"shape: more than {MAX_CASES} cases"
+        return "unknown", f"shape: more than {MAX_CASES} cases"
     if len(cs) <= 1:
-        return whole, "whole"
+        return "unknown", "whole"
     cov = cvc5leaves.covers([c.path for c in cs])
     if cov != "unsat":
         return "coverage gap", f"shape: coverage {cov}"
@@ -328,7 +345,7 @@ def confirm(
             continue
         cv, _ = _direct(c.hyp, c.goal, CASE_MS, asks, qf=False)
         if cv != "unsat":
-            return cv if cv == "sat" else whole, f"shape: a case {cv}"
+            return ("sat" if cv == "sat" else "unknown"), f"shape: a case {cv}"
     return "unsat", f"shape: {len(cs)} cases"
 
 

@@ -178,3 +178,21 @@ def test_the_row_counts_each_method_by_step_and_names_what_is_open() -> None:
     assert bad["status"] == "disagree" and "free_blocks L=2 (post: c)" in bad["replay"]
     assert cvc5hot.method_of("pool contract: FreeKVCacheBlockQueue._remove") == "contract"
     assert cvc5hot.rows("hot-source", recs, ()) == []
+
+
+# -- the real queries (make test-deep) --------------------------------------------------------
+
+
+@pytest.mark.deep
+def test_get_new_blocks_from_source_is_confirmed_query_by_query() -> None:
+    """``get_new_blocks``' 63 queries from source, as ``make proofs-deep`` asks them:
+    every one confirmed (2026-12-06: 49 on their relevant hypotheses, 13 on their
+    quantifier-free part, the post at 3 entries on its ``ite`` condition; 13 CPU s)."""
+    from kvpool.proofs import pyhot
+    from kvpool.proofs.model import recording
+
+    with recording() as rec:
+        pyhot.prove(("get_new_blocks",), None, 240000)
+    row = cvc5hot.row("hot-source", rec)
+    assert row["status"] == "agree", row
+    assert "get_new_blocks 63 of 63" in row["bounds"]

@@ -180,6 +180,27 @@ def test_the_row_counts_each_method_by_step_and_names_what_is_open() -> None:
     assert cvc5hot.rows("hot-source", recs, ()) == []
 
 
+def test_the_shape_split_is_given_up_after_failing_in_a_row() -> None:
+    """A stand-in for :func:`cvc5hot.confirm` that the shape never settles: after
+    ``SHAPE_GIVE_UP`` failures in a row the method's other queries are asked without it,
+    and the row says so; another method still gets it."""
+    x = z3.Int("x")
+    shapes: list[bool] = []
+
+    def ask(
+        h: list[z3.BoolRef], g: z3.BoolRef, ms: int, shape: bool, asks: list[int]
+    ) -> tuple[str, str]:
+        shapes.append(shape)
+        return ("unknown", "shape: a case unknown") if shape else ("unknown", "whole")
+
+    recs: list[Record] = [(f"pool touch L=2 (q{i})", [x > 0], x >= 1, "proved") for i in range(5)]
+    recs.append(("pool free_blocks L=2 (q)", [x > 0], x >= 1, "proved"))
+    by_method, _ = cvc5hot.tally(recs, ask=ask)
+    n = cvc5hot.SHAPE_GIVE_UP
+    assert shapes == [True] * n + [False] * (5 - n) + [True]
+    assert by_method["touch"].open[-1].endswith(f"the shape not asked: {n} failed in a row)")
+
+
 # -- the real queries (make test-deep) --------------------------------------------------------
 
 

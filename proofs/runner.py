@@ -16,6 +16,7 @@ from . import (
     counting,
     cvc5cases,
     cvc5certs,
+    cvc5hot,
     cvc5leaves,
     cvc5more,
     differential,
@@ -1657,12 +1658,13 @@ def run(
     if want("pool-source") and p["pool_source"]:
         with cvc5more.recorder("pool-source" in p["cvc5_more"], "pool source") as rec:
             rows += run_pool_source(2 * p["ind_timeout"], pool_replay=pool_replay)
-        more = cvc5more.rows("pool-source", rec, p["cvc5_more"])
+        # (cvc5hot: the quantifier-free part, the relevant hypotheses, the list's shape)
+        more = cvc5hot.rows("pool-source", rec, p["cvc5_more"])
         rows += [ObligationResult(**r) for r in more]
     if want("pool-source") and p["hot_source"]:
         with cvc5more.recorder("hot-source" in p["cvc5_more"], "hot source") as rec:
             rows += run_hot_source(p["hot_source"], 2 * p["ind_timeout"], pool_replay=pool_replay)
-        rows += [ObligationResult(**r) for r in cvc5more.rows("hot-source", rec, p["cvc5_more"])]
+        rows += [ObligationResult(**r) for r in cvc5hot.rows("hot-source", rec, p["cvc5_more"])]
     return rows
 
 

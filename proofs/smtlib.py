@@ -68,11 +68,20 @@ def _innermost_lambdas(
     seen.add(e.get_id())
     if z3.is_quantifier(e):
         _innermost_lambdas(e.body(), found, seen, has, loose)
-        if e.is_lambda() and not _has_lambda(e.body(), has) and not _has_loose_var(e, 0, loose):
+        if e.is_lambda() and not _has_lambda(_chain(e)[1], has) and not _has_loose_var(e, 0, loose):
             found[e.get_id()] = e
     else:
         for c in e.children():
             _innermost_lambdas(c, found, seen, has, loose)
+
+
+def _chain(lam: z3.QuantifierRef) -> tuple[list[z3.QuantifierRef], z3.ExprRef]:
+    """A lambda whose body is a lambda, and so on (``lambda x. lambda y. t``, an array of
+    arrays): the lambdas from the outside in, and the body of the innermost."""
+    chain = [lam]
+    while z3.is_quantifier(chain[-1].body()) and chain[-1].body().is_lambda():
+        chain.append(chain[-1].body())
+    return chain, chain[-1].body()
 
 
 def lift_lambdas(query: list[z3.BoolRef]) -> list[z3.BoolRef]:
@@ -83,7 +92,14 @@ def lift_lambdas(query: list[z3.BoolRef]) -> list[z3.BoolRef]:
     lambda and an array does not type-check there), so a query of the unbounded reading
     is written out this way for cvc5. Innermost lambdas first, all of a round at once.
     A lambda that uses a variable bound outside it is left alone (then the text still
-    has a lambda, and :func:`cvc5_check` refuses it rather than guess).
+    has a lambda, and :func:`cvc5_check` refuses it rather than guess), except inside a
+    closed chain of lambdas ``lambda x. lambda y. t`` (an array of arrays, ``t`` with no
+    lambda): the chain becomes one fresh ``A`` with ``forall x y. A[x][y] == t``.
+    Equisatisfiable as a single lambda is: a model of the query gives ``A`` the chain's
+    value; a model of the result has ``A[x]`` equal to ``lambda y. t`` at every ``y``,
+    so (arrays are extensional) ``A`` is the chain's value. The hot paths' ``unpin_blocks``
+    posts from source read the pending watchers as ``lambda wb. lambda wi.
+    tuple_get(_pending[wb], wi)``: cvc5 refused those four queries before.
     """
     qs = list(query)
     axioms: list[z3.BoolRef] = []
@@ -101,10 +117,21 @@ def lift_lambdas(query: list[z3.BoolRef]) -> list[z3.BoolRef]:
         pairs = []
         for lam in found.values():
             arr = z3.Const(f"lam!{k}", lam.sort())
-            xs = [z3.Const(f"lam!{k}!{i}", lam.var_sort(i)) for i in range(lam.num_vars())]
+            chain, inner = _chain(lam)
+            groups = [
+                [
+                    z3.Const(f"lam!{k}!{len(chain) - 1 - j}!{i}", b.var_sort(i))
+                    for i in range(b.num_vars())
+                ]
+                for j, b in enumerate(chain)
+            ]
             k += 1
-            body = z3.substitute_vars(lam.body(), *reversed(xs))
-            axioms.append(z3.ForAll(xs, z3.Select(arr, *xs) == body))
+            xs = [x for g in groups for x in g]  # (de Bruijn: the innermost's last is 0)
+            body = z3.substitute_vars(inner, *reversed(xs))
+            app: z3.ExprRef = arr
+            for g in groups:
+                app = z3.Select(app, *g)
+            axioms.append(z3.ForAll(xs, app == body))
             pairs.append((lam, arr))
         qs = [z3.substitute(q, *pairs) for q in qs]
         axioms = [z3.substitute(a, *pairs) for a in axioms]

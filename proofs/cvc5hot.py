@@ -1,0 +1,471 @@
+"""cvc5 on ``impl/pool.py``'s hot paths from source: rewrites that keep validity.
+
+The pool's hot paths proved from their own source (:mod:`.pyhot`: ``free_blocks``,
+``unpin_blocks``, ``get_new_blocks``; :mod:`.pypool`: ``touch``) give z3 queries with
+dozens of hypotheses: the pool's invariant, the queue's contract, each translated
+statement's effect (the pending watchers' tuples: formulas of ten thousand characters).
+cvc5 1.4.2 leaves many of them unknown whole, though the goal follows from a handful of
+hypotheses. :func:`confirm` asks each query z3 proved this way, in order, and stops at
+the first unsat:
+
+1. **The quantifier-free part** (:func:`cvc5leaves.closed`): the quantifier-free
+   hypotheses (and the negated goal, if it has no quantifier). Fewer hypotheses, more
+   models: its unsat proves the query's.
+2. **The relevant hypotheses** (:func:`relevant`): the hypotheses split into their
+   conjuncts, of which those a symbol of the goal reaches, in at most ``depth`` steps,
+   by the SInE rule (a conjunct is reached through its rarest symbols). A subset of the
+   conjuncts: its unsat proves the query's. A ``sat`` of a subset is no model of the query
+   and counts for nothing; the steps after it are asked.
+3. **The query whole** (:func:`cvc5more.export`, the lambdas lifted, chains of lambdas
+   too: :func:`smtlib.lift_lambdas`). ``sat`` here is a model of the query z3 proved
+   unsat: a disagreement.
+4. **The list's shape** (:func:`shape_cases`): the query case by case on the call's list
+   (how many entries, which of them are one block, which are null, which are this
+   pool's); every case's query is the original with the case's facts added and used
+   (:func:`assume`), so it is unsat iff the original is in that case; cvc5 must find
+   that the cases cover every model (:func:`cvc5leaves.covers`), and each case is asked
+   as 1 to 3 above. A case's ``sat`` under 3 is a model of the query: a disagreement.
+   The first case not confirmed ends it, and the split is made again with what the call
+   does with each entry besides (released, keyed, watched: :func:`shape_atoms`). A
+   query with no list (``get_new_blocks``' count) is asked case by case on its goal's
+   ``ite`` conditions instead (:func:`cvc5cases.confirm_ite`: each condition's two cases
+   cover every model).
+
+"unsat" only if a step says so (and, for 4, coverage is unsat and every case is);
+"sat" only at 3 or in a case at 3; else "unknown" (or "refused" when cvc5 does not
+read the query whole): not confirmed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3  # type: ignore[import-untyped]
+
+from . import cvc5cases, cvc5leaves, cvc5more, smtlib
+from .model import Record, constants, subterms
+from .pysource import NONE
+
+TIMEOUT_MS = 5000
+"""cvc5's time limit (wall clock) on a query whole and on each relevant subset."""
+
+CASE_MS = 3000
+"""cvc5's time limit on each case of :func:`shape_cases` (whole and each subset)."""
+
+DEPTHS = (1, 2)
+"""The relevance depths asked (:func:`relevant`), in turn."""
+
+TOLERANCE = 1.5
+"""SInE's tolerance: a conjunct is reached through each of its symbols that occurs in
+at most this many times as many conjuncts as its rarest symbol."""
+
+MAX_CASES = 48
+"""At most this many cases of :func:`shape_cases` (past it: not confirmed)."""
+
+MARK = 1
+"""``_pool``'s mark of this pool's blocks in the translation (:data:`pypool.MARK`)."""
+
+ENTRIES = 3
+"""A call's list has at most this many entries in any of the hot paths' queries
+(:data:`pyhot.L_REFUSED`, :data:`pypool.L_REFUSED`)."""
+
+
+# -- step 2: the relevant hypotheses ------------------------------------------------------
+
+
+def conjuncts(hyp: list[z3.BoolRef]) -> list[z3.BoolRef]:
+    """``hyp``'s formulas with each conjunction split into its conjuncts (the same set of
+    formulas: a model of one list is a model of the other)."""
+    out: list[z3.BoolRef] = []
+    todo = list(reversed(hyp))
+    while todo:
+        h = todo.pop()
+        if z3.is_and(h):
+            todo.extend(reversed(h.children()))
+        elif not z3.is_true(h):
+            out.append(h)
+    return out
+
+
+def symbols(e: z3.ExprRef) -> set[str]:
+    """The uninterpreted symbols (constants and functions) ``e`` uses."""
+    return {t.decl().name() for t in subterms([e]) if t.decl().kind() == z3.Z3_OP_UNINTERPRETED}
+
+
+def relevant(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, depth: int, tolerance: float = TOLERANCE
+) -> list[z3.BoolRef]:
+    """The conjuncts of ``hyp`` (:func:`conjuncts`) the goal's symbols reach in at most
+    ``depth`` rounds, by SInE's trigger rule: a conjunct is reached when one of its
+    *trigger* symbols (those at most ``tolerance`` times as frequent among the conjuncts
+    as its rarest one) is reached, and then all its symbols are. A conjunct with no
+    symbol is always kept. Only ever members of ``conjuncts(hyp)``, in their order."""
+    hs = conjuncts(hyp)
+    syms = [symbols(h) for h in hs]
+    occ: dict[str, int] = {}
+    for s in syms:
+        for x in s:
+            occ[x] = occ.get(x, 0) + 1
+    trig = [{x for x in s if occ[x] <= tolerance * min(occ[y] for y in s)} for s in syms]
+    reached, chosen = symbols(goal), {i for i, s in enumerate(syms) if not s}
+    for _ in range(depth):
+        new = [i for i in range(len(hs)) if i not in chosen and trig[i] & reached]
+        if not new:
+            break
+        for i in new:
+            chosen.add(i)
+            reached |= syms[i]
+    return [hs[i] for i in sorted(chosen)]
+
+
+# -- step 4: the list's shape -------------------------------------------------------------
+
+
+def shape_atoms(
+    query: list[z3.BoolRef], entries: int = ENTRIES
+) -> tuple[list[z3.BoolRef], list[z3.BoolRef]]:
+    """The atoms of the call's list (``m`` entries of ``bl``) in ``query``'s constants, for
+    the entries the query reads (``bl[k]``, k < ``entries``):
+    ``m == k`` (k <= ``entries``), ``bl[j] == bl[i]`` (j < i < ``entries``), ``is_null[bl[i]]``,
+    ``mark[bl[i]] == MARK`` (the list's own); and, apart, what the call does with each
+    entry, where the query has it: ``ref[bl[i]] == 1`` (released), no key
+    (``_block_hash[bl[i]] == NONE``), no pending watchers (``_pending[bl[i]] == NONE``) or
+    one (``tuple_len`` 1). ([], []) when the query has no such list."""
+    cs = constants(query)
+    if "m" not in cs or "bl" not in cs:
+        return [], []
+    m, bl = cs["m"], cs["bl"]
+    read = [
+        t.arg(1).as_long()
+        for t in subterms(query)
+        if z3.is_select(t) and t.arg(0).eq(bl) and z3.is_int_value(t.arg(1))
+    ]
+    entries = min(entries, 1 + max(read, default=-1))
+    out: list[z3.BoolRef] = [m == k for k in range(entries + 1)]
+    for i in range(entries):
+        b = z3.Select(bl, i)
+        out += [z3.Select(bl, j) == b for j in range(i)]
+        if "is_null" in cs:
+            out.append(z3.Select(cs["is_null"], b))
+        if "mark" in cs:
+            out.append(z3.Select(cs["mark"], b) == MARK)
+    calls: list[z3.BoolRef] = []
+    for i in range(entries):  # (what the call does with each entry)
+        b = z3.Select(bl, i)
+        if "ref" in cs:
+            calls.append(z3.Select(cs["ref"], b) == 1)
+        for name in ("_block_hash", "_pending"):
+            if name in cs:
+                calls.append(z3.Select(cs[name], b) == NONE)
+        if "_pending" in cs and _TLEN in _functions(query):
+            calls.append(_functions(query)[_TLEN](z3.Select(cs["_pending"], b)) == 1)
+    return [z3.simplify(a) for a in out], [z3.simplify(a) for a in calls]
+
+
+_TLEN = "tuple_len"
+"""The translation's length of a tuple object (the pending watchers')."""
+
+
+def _functions(query: list[z3.BoolRef]) -> dict[str, z3.FuncDeclRef]:
+    """The uninterpreted functions of one argument ``query`` applies, by name."""
+    return {
+        t.decl().name(): t.decl()
+        for t in subterms(query)
+        if t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.num_args() == 1
+    }
+
+
+def assume(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, fact: z3.BoolRef
+) -> tuple[list[z3.BoolRef], z3.BoolRef]:
+    """``hyp and fact`` with ``fact`` used everywhere, and ``goal`` the same way: an
+    equivalent query (``fact`` is kept among the hypotheses, and each replacement is an
+    equality ``fact`` states). ``t == u`` replaces the term ``t`` by ``u`` (``u`` a value,
+    or the earlier entry ``bl[j]`` for ``t = bl[i]``); else the atom becomes true (or
+    false, for ``not a``), both ways an equation is written."""
+    atom, value = (fact.arg(0), False) if z3.is_not(fact) else (fact, True)
+    pairs: list[tuple[z3.ExprRef, z3.ExprRef]] = [(atom, z3.BoolVal(value))]
+    if z3.is_eq(atom):
+        x, y = atom.arg(0), atom.arg(1)
+        pairs.append((y == x, z3.BoolVal(value)))
+        if value:
+            if z3.is_int_value(x) or z3.is_true(x) or z3.is_false(x):
+                x, y = y, x
+            if not z3.is_int_value(x) and x.get_id() != y.get_id():
+                pairs = [(x, y)]
+    new_hyp = [z3.simplify(z3.substitute(h, *pairs)) for h in hyp]
+    return [*new_hyp, fact], z3.simplify(z3.substitute(goal, *pairs))
+
+
+def _occurs(atom: z3.BoolRef, goal: z3.BoolRef) -> bool:
+    """Does the goal mention the atom's terms (each side of an equation that is not a
+    value: ``m`` for ``m == k``, both entries for ``bl[j] == bl[i]``)?"""
+    ids = {t.get_id() for t in subterms([goal])}
+    sides = atom.children() if z3.is_eq(atom) else [atom]
+    return all(c.get_id() in ids for c in sides if not z3.is_int_value(c))
+
+
+@dataclass
+class ShapeCase:
+    path: tuple[z3.BoolRef, ...]
+    hyp: list[z3.BoolRef]
+    goal: z3.BoolRef
+    closed: bool
+
+
+def shape_cases(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    atoms: list[z3.BoolRef],
+    max_cases: int = MAX_CASES,
+) -> list[ShapeCase] | None:
+    """The query split on ``atoms`` in turn, depth first: each case ``P`` on an atom
+    ``a`` the goal still mentions becomes ``P and a`` and ``P and not a``
+    (:func:`assume`); an atom the goal no longer mentions is not split on; a case whose
+    quantifier-free hypotheses cvc5 finds unsat (:func:`cvc5leaves.closed`) is closed
+    there (None: more than ``max_cases``)."""
+    out: list[ShapeCase] = []
+
+    def walk(h: list[z3.BoolRef], g: z3.BoolRef, path: tuple[z3.BoolRef, ...], k: int) -> bool:
+        if len(out) >= max_cases:
+            return False
+        if cvc5leaves.closed(h, g):
+            out.append(ShapeCase(path, h, g, True))
+            return True
+        while k < len(atoms) and not _occurs(atoms[k], g):
+            k += 1
+        if k == len(atoms):
+            out.append(ShapeCase(path, h, g, False))
+            return True
+        a = atoms[k]
+        for fact in (a, z3.Not(a)):
+            h2, g2 = assume(h, g, fact)
+            if not walk(h2, g2, (*path, fact), k + 1):
+                return False
+        return True
+
+    return out if walk(hyp, goal, (), 0) else None
+
+
+# -- the steps ------------------------------------------------------------------------------
+
+
+def _ask(query: list[z3.BoolRef], timeout_ms: int) -> str:
+    try:
+        text = cvc5more.export(query)
+    except z3.Z3Exception as exc:  # (a query z3 cannot print: not read)
+        return f"refused ({str(exc)[:60]})"
+    return cvc5more.ask(text, timeout_ms, ladder=False)[0]
+
+
+def _direct(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    timeout_ms: int,
+    asks: list[int],
+    qf: bool = True,
+) -> tuple[str, str]:
+    """Steps 1 (with ``qf``) to 3 on one query (or one case): the verdict and the step
+    that gave it."""
+    if qf and cvc5leaves.closed(hyp, goal):
+        return "unsat", "quantifier-free part"
+    mine = {h.get_id() for h in conjuncts(hyp)}
+    seen: set[int] = set()
+    for d in DEPTHS:
+        sub = relevant(hyp, goal, d)
+        if len(sub) >= len(mine) or len(sub) in seen:
+            continue
+        if any(h.get_id() not in mine for h in sub):  # (not a subset: proves nothing)
+            continue
+        seen.add(len(sub))
+        asks[0] += 1
+        if _ask([*sub, z3.Not(goal)], timeout_ms) == "unsat":
+            return "unsat", "relevant hypotheses"
+    asks[0] += 1
+    return _ask([*hyp, z3.Not(goal)], timeout_ms), "whole"
+
+
+def normalise(hyp: list[z3.BoolRef], goal: z3.BoolRef) -> tuple[list[z3.BoolRef], z3.BoolRef]:
+    """The same query with the constants the hypothesis fixes substituted (their
+    equations kept, as :func:`smtlib.split_queries`), simplified."""
+    pairs = smtlib._fixed_constants(hyp)
+    if pairs:
+        hyp = [z3.substitute(h, *pairs) for h in hyp] + [x == c for x, c in pairs]
+        goal = z3.substitute(goal, *pairs)
+    return [z3.simplify(h) for h in hyp], z3.simplify(goal)
+
+
+def confirm(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    timeout_ms: int = TIMEOUT_MS,
+    shape: bool = True,
+    asks: list[int] | None = None,
+) -> tuple[str, str]:
+    """cvc5's verdict on ``hyp and not goal`` (the module's steps) and the step that
+    settled it: "quantifier-free part", "relevant hypotheses", "whole", "shape: k cases",
+    or why not."""
+    asks = [0] if asks is None else asks
+    hyp, goal = normalise(hyp, goal)
+    v, how = _direct(hyp, goal, timeout_ms, asks)
+    if v in ("unsat", "sat") or not shape:
+        return v, how
+    whole = v
+    own, calls = shape_atoms([*hyp, goal])
+    if not own:  # (no list: get_new_blocks' count) the goal's ite conditions
+        got = cvc5cases.confirm_ite(hyp, goal, timeout_ms)
+        if got is None:
+            return whole, "whole"
+        return got[0], "ite cases" + got[1].removeprefix("cases on ite conditions")
+    how = "whole"
+    for atoms in (own, own + calls) if calls else (own,):
+        v, how = _shape(hyp, goal, atoms, asks)
+        if v in ("unsat", "sat", "coverage gap") or how.startswith("shape: more than"):
+            return (whole if v == "unknown" else v), how
+    return whole, how
+
+
+def _shape(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, atoms: list[z3.BoolRef], asks: list[int]
+) -> tuple[str, str]:
+    """Step 4 on ``atoms``: the verdict and how it was reached ("unknown" when a case is)."""
+    cs = shape_cases(hyp, goal, atoms)
+    if cs is None:
+        return "unknown", f"shape: more than {MAX_CASES} cases"
+    if len(cs) <= 1:
+        return "unknown", "whole"
+    cov = cvc5leaves.covers([c.path for c in cs])
+    if cov != "unsat":
+        return "coverage gap", f"shape: coverage {cov}"
+    for c in cs:
+        if c.closed:
+            continue
+        cv, _ = _direct(c.hyp, c.goal, CASE_MS, asks, qf=False)
+        if cv != "unsat":
+            return ("sat" if cv == "sat" else "unknown"), f"shape: a case {cv}"
+    return "unsat", f"shape: {len(cs)} cases"
+
+
+# -- the row --------------------------------------------------------------------------------
+
+SHAPE_GIVE_UP = 3
+"""After this many queries of one method in a row that the shape split (step 4) did not
+confirm, the method's other queries are asked steps 1 to 3 only (the row names them so).
+Each such split costs 20 to 90 s of wall time (2026-12-06, load average 3): ``touch``'s
+first ten open queries all failed it; ``unpin_blocks``' and ``free_blocks``' successes
+came between single failures."""
+
+FAMILIES = ("hot-source", "pool-source")
+"""The runner's parts whose proved queries this module asks (:data:`cvc5more.FAMILIES`)."""
+
+STEPS = ("quantifier-free part", "relevant hypotheses", "whole", "shape", "ite cases")
+"""The steps of :func:`confirm` a row counts queries by, in order."""
+
+
+def method_of(name: str) -> str:
+    """The method a recorded query's name is about ("pool unpin_blocks L=2 (...)": the
+    second word; "pool contract: ...": "contract")."""
+    words = name.split()
+    if len(words) > 1 and words[0] == "pool":
+        return "contract" if words[1] == "contract:" else words[1]
+    return name
+
+
+@dataclass
+class Tally:
+    """One method's queries: how many, settled by which step, and those not confirmed."""
+
+    queries: int = 0
+    by_step: dict[str, int] = field(default_factory=dict)
+    open: list[str] = field(default_factory=list)
+    disagree: list[str] = field(default_factory=list)
+    shape_misses: int = 0  # (shape splits in a row that did not confirm)
+
+    def line(self, method: str) -> str:
+        ok = sum(self.by_step.values())
+        steps = ", ".join(f"{self.by_step[s]} {s}" for s in STEPS if self.by_step.get(s))
+        return f"{method} {ok} of {self.queries}" + (f" ({steps})" if steps else "")
+
+
+def tally(
+    records: list[Record],
+    timeout_ms: int = TIMEOUT_MS,
+    ask: Callable[..., tuple[str, str]] | None = None,
+) -> tuple[dict[str, Tally], int]:
+    """cvc5 on each query z3 proved among ``records`` (not a mutant's), by method; and
+    the asks made (``ask``: :func:`confirm`, or a stand-in of the same signature)."""
+    ask = confirm if ask is None else ask
+    out: dict[str, Tally] = {}
+    asks = [0]
+    for name, hyp, goal, status in records:
+        if status != "proved" or name.startswith("mutant:"):
+            continue
+        t = out.setdefault(method_of(name), Tally())
+        t.queries += 1
+        shape = t.shape_misses < SHAPE_GIVE_UP
+        v, how = ask(hyp, goal, timeout_ms, shape=shape, asks=asks)
+        if shape and how.startswith("shape"):
+            t.shape_misses = 0 if v == "unsat" else t.shape_misses + 1
+        if not shape and v != "unsat":
+            how += f"; the shape not asked: {SHAPE_GIVE_UP} failed in a row"
+        if v == "unsat":
+            step = how.split(":")[0]
+            t.by_step[step] = t.by_step.get(step, 0) + 1
+        elif v == "sat":
+            t.disagree.append(f"{name} ({how})")
+        else:
+            t.open.append(f"{name} ({v}: {how})")
+    return out, asks[0]
+
+
+def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[str, Any]:
+    """cvc5 on every query z3 proved among ``records`` (the ``part``'s), as a
+    ``runner.ObligationResult(**row)`` of kind "second solver", named as
+    :func:`cvc5more.row`'s (so :func:`cvc5more.solvers_note` counts it for the part): its
+    bounds give per method the queries and how many each step confirmed; "agree" when
+    cvc5 confirms every one, "partly-confirmed" when it disagrees with none but leaves
+    some not confirmed (named in the replay), "disagree" on any sat (or an unsat on the
+    probe z3 finds sat, :func:`cvc5more.probe`), "not-run" when z3 proved nothing here."""
+    t0 = time.perf_counter()
+    by_method, asks = tally(records, timeout_ms)
+    n = sum(t.queries for t in by_method.values())
+    ok = sum(sum(t.by_step.values()) for t in by_method.values())
+    open_ = [x for t in by_method.values() for x in t.open]
+    disagree = [x for t in by_method.values() for x in t.disagree]
+    zp, cp = cvc5more.probe(cvc5more.groups(records), timeout_ms) if n else ("none", "none")
+    bad_probe = zp == "sat" and cp == "unsat"
+    status = (
+        "not-run"
+        if not n
+        else "disagree"
+        if disagree or bad_probe
+        else "partly-confirmed"
+        if open_
+        else "agree"
+    )
+    lines = "; ".join(t.line(m) for m, t in by_method.items())
+    return dict(
+        obligation=f"cvc5 re-checks {cvc5more.FAMILIES.get(part, part)}",
+        kind="second solver",
+        technique="cvc5 (SMT-LIB 2 from z3; quantifier-free part, relevant hypotheses, "
+        "whole, the list's shape)",
+        invariants=(),
+        bounds=f"{part}: cvc5 confirms {ok} of {n} queries z3 proved ({lines}; {asks} asks, "
+        f"{timeout_ms // 1000} s each); probe {zp}/{cp}"
+        + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
+        status=status,
+        seconds=time.perf_counter() - t0,
+        replay="; ".join(
+            ([f"cvc5 says sat (disagrees) on: {', '.join(disagree)}"] if disagree else [])
+            + ([f"the probe: z3 {zp}, cvc5 {cp} (disagree)"] if bad_probe else [])
+            + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
+        ),
+    )
+
+
+def rows(part: str, records: list[Record], on: tuple[str, ...]) -> list[dict[str, Any]]:
+    """:func:`row` of ``part`` when the profile's ``cvc5_more`` names it (``on``), else none."""
+    return [row(part, records)] if part in on else []

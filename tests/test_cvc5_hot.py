@@ -1,0 +1,219 @@
+"""cvc5 on the hot paths' queries from source (proofs/cvc5hot.py), on toy queries.
+
+Each rewrite has a seeded bug it must catch: a "subset" of the hypotheses that holds a
+formula not among them proves nothing; a subset's sat is no disagreement, but the query's
+is; a shape split that lost a case is caught by the coverage check; a lambda chain's
+axiom keeps the query's models. The real queries (seconds each) run in ``make
+proofs-deep``'s "pool-source" part.
+"""
+
+from __future__ import annotations
+
+import pytest
+import z3  # type: ignore[import-untyped]
+
+from kvpool.proofs import cvc5hot, cvc5more, smtlib
+from kvpool.proofs.model import Record
+
+
+def _buried() -> tuple[list[z3.BoolRef], z3.BoolRef, z3.BoolRef]:
+    """A goal that follows from one quantified hypothesis among unrelated ones (linear
+    arithmetic under the quantifiers: cvc5 decides these, sat included)."""
+    a, b, c, d, e, x, y = z3.Ints("a b c d e x y")
+    hyp = [
+        z3.ForAll([x], z3.Implies(x > a, x > b)),  # (b <= a)
+        z3.And(z3.ForAll([y], z3.Implies(y > c, y > d)), e == 5),
+    ]
+    return hyp, b <= a + 1, b < a
+
+
+def test_relevant_keeps_the_goals_hypothesis_and_only_conjuncts_of_the_query() -> None:
+    hyp, goal, _ = _buried()
+    sub = cvc5hot.relevant(hyp, goal, 1)
+    assert [str(h) for h in sub] == [str(hyp[0])]
+    ids = {h.get_id() for h in cvc5hot.conjuncts(hyp)}
+    assert all(h.get_id() in ids for h in cvc5hot.relevant(hyp, goal, 3))
+    assert len(cvc5hot.conjuncts(hyp)) == 3  # (the second's two conjuncts)
+
+
+def test_a_query_is_confirmed_on_its_relevant_hypotheses() -> None:
+    hyp, goal, _ = _buried()
+    assert cvc5hot.confirm(hyp, goal) == ("unsat", "relevant hypotheses")
+
+
+def test_a_wrong_post_is_a_disagreement_though_a_subset_is_sat() -> None:
+    """The seeded bug: the goal ``f(3) > 1`` does not follow. The subset's sat counts
+    for nothing; the query whole is sat: a disagreement."""
+    hyp, _, wrong = _buried()
+    assert cvc5hot.confirm(hyp, wrong, shape=False) == ("sat", "whole")
+
+
+def test_a_subset_that_is_not_one_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seeded bug: ``relevant`` returns the goal itself as a "hypothesis" (then any
+    query would be unsat). It is not a conjunct of the query: not asked."""
+    hyp, _, wrong = _buried()
+    monkeypatch.setattr(cvc5hot, "relevant", lambda h, g, d, *a: [g])
+    assert cvc5hot.confirm(hyp, wrong, shape=False) == ("sat", "whole")
+
+
+def test_a_lambda_chain_is_lifted_with_its_variables_in_order() -> None:
+    """``lambda x. lambda y. x - y`` read as one array of arrays: ``A[1][2]`` is -1 and
+    ``A[2][1]`` is 1 (the seeded bug a lifting with the chain's variables swapped would
+    be: both queries below would have a model)."""
+    x, y = z3.Ints("x y")
+    chain = z3.Lambda([x], z3.Lambda([y], x - y))
+    a = z3.Const("a", chain.sort())
+    for i, j, v in ((1, 2, -1), (2, 1, 1)):
+        text = smtlib.to_smt2_lifted([a == chain, z3.Select(z3.Select(a, i), j) != v])
+        assert "(lambda" not in text
+        assert smtlib.cvc5_check(text, 5000)[0] == "unsat"
+    # (the axiom does not make every query unsat)
+    other = smtlib.to_smt2_lifted([a == chain, z3.Select(z3.Select(a, 1), 2) == -1])
+    assert smtlib.cvc5_check(other, 5000)[0] != "unsat"
+
+
+def _listy() -> tuple[list[z3.BoolRef], z3.BoolRef]:
+    """A call's list (``m`` entries of ``bl``) as the hot paths' queries have it
+    (``ref[bl[0]] >= 0`` written with a quantifier over the integers, which cvc5
+    decides, a model included: the quantifier-free part alone proves no case that needs
+    it)."""
+    m = z3.Int("m")
+    bl = z3.Array("bl", z3.IntSort(), z3.IntSort())
+    ref = z3.Array("ref", z3.IntSort(), z3.IntSort())
+    is_null = z3.Array("is_null", z3.IntSort(), z3.BoolSort())
+    mark = z3.Array("mark", z3.IntSort(), z3.IntSort())
+    x = z3.Int("x")
+    hyp = [
+        m >= 0,
+        m <= 2,
+        z3.ForAll([x], z3.Implies(z3.And(mark[bl[0]] == 1, x < 0), x < ref[bl[0]])),
+        z3.Implies(m >= 1, z3.And(mark[bl[0]] == 1, z3.Not(is_null[bl[0]]))),
+    ]
+    first = z3.If(m >= 1, ref[bl[0]], 0)
+    return hyp, first + z3.If(is_null[bl[0]], -1, 0) >= z3.If(m >= 1, 0, -1)
+
+
+def test_the_lists_shape_cases_cover_every_model() -> None:
+    hyp, goal = _listy()
+    own, calls = cvc5hot.shape_atoms([*hyp, goal])
+    assert [str(a) for a in own] == ["m == 0", "m == 1", "is_null[bl[0]]", "mark[bl[0]] == 1"]
+    assert [str(a) for a in calls] == ["ref[bl[0]] == 1"]
+    atoms = own + calls
+    cs = cvc5hot.shape_cases(hyp, goal, atoms)
+    assert cs is not None and len(cs) > 1
+    assert [str(c.path[0]) for c in cs[:2]] == ["m == 0", "Not(m == 0)"]
+    from kvpool.proofs import cvc5leaves
+
+    assert cvc5leaves.covers([c.path for c in cs]) == "unsat"
+
+
+def _whole_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cvc5 leaves the query unknown whole (as it does the real posts): the shape split
+    is asked."""
+    real = cvc5hot._direct
+
+    def direct(
+        h: list[z3.BoolRef], g: z3.BoolRef, ms: int, asks: list[int], qf: bool = True
+    ) -> tuple[str, str]:
+        return ("unknown", "whole") if qf else real(h, g, ms, asks, qf)
+
+    monkeypatch.setattr(cvc5hot, "_direct", direct)
+
+
+def test_a_query_is_confirmed_case_by_case_on_its_lists_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _whole_unknown(monkeypatch)
+    hyp, goal = _listy()
+    v, how = cvc5hot.confirm(hyp, goal)
+    assert v == "unsat" and how.startswith("shape: "), how
+
+
+def test_a_shape_split_that_drops_a_case_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seeded bug: the split loses its last case; every case left is unsat."""
+    _whole_unknown(monkeypatch)
+    real = cvc5hot.shape_cases
+    monkeypatch.setattr(cvc5hot, "shape_cases", lambda *a, **k: (real(*a, **k) or [])[:-1])
+    hyp, goal = _listy()
+    v, how = cvc5hot.confirm(hyp, goal)
+    assert v == "coverage gap" and how == "shape: coverage sat"
+
+
+def test_a_wrong_post_in_one_case_is_a_disagreement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seeded bug: the goal fails when the list has one entry with ``ref`` 0."""
+    _whole_unknown(monkeypatch)
+    hyp, goal = _listy()
+    m = z3.Int("m")
+    ref = z3.Array("ref", z3.IntSort(), z3.IntSort())
+    bl = z3.Array("bl", z3.IntSort(), z3.IntSort())
+    wrong = z3.And(goal, z3.Implies(m == 1, ref[bl[0]] >= 1))
+    assert cvc5hot.confirm(hyp, wrong)[0] == "sat"
+
+
+def test_assume_gives_an_equivalent_query() -> None:
+    hyp, goal = _listy()
+    bl = z3.Array("bl", z3.IntSort(), z3.IntSort())
+    is_null = z3.Array("is_null", z3.IntSort(), z3.BoolSort())
+    for fact in (bl[1] == bl[0], z3.Not(is_null[bl[0]]), z3.Int("m") == 1):
+        h2, g2 = cvc5hot.assume([*hyp, is_null[bl[1]]], goal, fact)
+        s = z3.Solver()
+        same = z3.And(*hyp, is_null[bl[1]], fact, goal) == z3.And(*h2, g2)
+        s.add(z3.Not(same))
+        assert s.check() == z3.unsat, fact
+
+
+def test_the_row_counts_each_method_by_step_and_names_what_is_open() -> None:
+    hyp, goal, wrong = _buried()
+    x = z3.Int("x")
+    recs: list[Record] = [
+        ("pool touch L=2 (post: a)", hyp, goal, "proved"),
+        ("pool touch L=2 (post: b)", [x > 0], x >= 1, "proved"),
+        ("mutant: m", hyp, wrong, "refuted"),
+    ]
+    row = cvc5hot.row("pool-source", recs)
+    assert row["status"] == "agree", row
+    assert "touch 2 of 2 (1 quantifier-free part, 1 relevant hypotheses)" in row["bounds"]
+    assert row["obligation"] == f"cvc5 re-checks {cvc5more.FAMILIES['pool-source']}"
+    bad = cvc5hot.row("hot-source", [("pool free_blocks L=2 (post: c)", hyp, wrong, "proved")])
+    assert bad["status"] == "disagree" and "free_blocks L=2 (post: c)" in bad["replay"]
+    assert cvc5hot.method_of("pool contract: FreeKVCacheBlockQueue._remove") == "contract"
+    assert cvc5hot.rows("hot-source", recs, ()) == []
+
+
+def test_the_shape_split_is_given_up_after_failing_in_a_row() -> None:
+    """A stand-in for :func:`cvc5hot.confirm` that the shape never settles: after
+    ``SHAPE_GIVE_UP`` failures in a row the method's other queries are asked without it,
+    and the row says so; another method still gets it."""
+    x = z3.Int("x")
+    shapes: list[bool] = []
+
+    def ask(
+        h: list[z3.BoolRef], g: z3.BoolRef, ms: int, shape: bool, asks: list[int]
+    ) -> tuple[str, str]:
+        shapes.append(shape)
+        return ("unknown", "shape: a case unknown") if shape else ("unknown", "whole")
+
+    recs: list[Record] = [(f"pool touch L=2 (q{i})", [x > 0], x >= 1, "proved") for i in range(5)]
+    recs.append(("pool free_blocks L=2 (q)", [x > 0], x >= 1, "proved"))
+    by_method, _ = cvc5hot.tally(recs, ask=ask)
+    n = cvc5hot.SHAPE_GIVE_UP
+    assert shapes == [True] * n + [False] * (5 - n) + [True]
+    assert by_method["touch"].open[-1].endswith(f"the shape not asked: {n} failed in a row)")
+
+
+# -- the real queries (make test-deep) --------------------------------------------------------
+
+
+@pytest.mark.deep
+def test_get_new_blocks_from_source_is_confirmed_query_by_query() -> None:
+    """``get_new_blocks``' 63 queries from source, as ``make proofs-deep`` asks them:
+    every one confirmed (2026-12-06: 49 on their relevant hypotheses, 13 on their
+    quantifier-free part, the post at 3 entries on its ``ite`` condition; 13 CPU s)."""
+    from kvpool.proofs import pyhot
+    from kvpool.proofs.model import recording
+
+    with recording() as rec:
+        pyhot.prove(("get_new_blocks",), None, 240000)
+    row = cvc5hot.row("hot-source", rec)
+    assert row["status"] == "agree", row
+    assert "get_new_blocks 63 of 63" in row["bounds"]

@@ -436,16 +436,7 @@ def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[
     open_ = [x for t in by_method.values() for x in t.open]
     disagree = [x for t in by_method.values() for x in t.disagree]
     zp, cp = cvc5more.probe(cvc5more.groups(records), timeout_ms) if n else ("none", "none")
-    bad_probe = zp == "sat" and cp == "unsat"
-    status = (
-        "not-run"
-        if not n
-        else "disagree"
-        if disagree or bad_probe
-        else "partly-confirmed"
-        if open_
-        else "agree"
-    )
+    status, replay = cvc5more.verdict(bool(n), disagree, open_, zp, cp)
     lines = "; ".join(t.line(m) for m, t in by_method.items())
     return dict(
         obligation=f"cvc5 re-checks {cvc5more.FAMILIES.get(part, part)}",
@@ -458,11 +449,7 @@ def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[
         + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
         status=status,
         seconds=time.perf_counter() - t0,
-        replay="; ".join(
-            ([f"cvc5 says sat (disagrees) on: {', '.join(disagree)}"] if disagree else [])
-            + ([f"the probe: z3 {zp}, cvc5 {cp} (disagree)"] if bad_probe else [])
-            + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
-        ),
+        replay=replay,
     )
 
 

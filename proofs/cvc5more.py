@@ -372,19 +372,15 @@ def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
     (:func:`cvc5cases.ite_atoms`; hypothesis and goal simplified first, so that the condition
     is written the same way in both)."""
     hyp, how = g.hyp, "cases"
-    if g.name in PART_CASES:
+    named_atoms = PART_CASES.get(g.name) or CASES.get(g.name)
+    if named_atoms is not None:
         consts = constants([*g.hyp, goal])
         try:
-            atoms = [z3.simplify(a) for a in PART_CASES[g.name](lambda x: consts[x])]
+            atoms = [z3.simplify(a) for a in named_atoms(lambda x: consts[x])]
         except KeyError:  # (a constant the atoms name is not in the query)
             return "unknown"
-        return _part_cases(g, goal, atoms, timeout_ms)
-    if g.name in CASES:
-        consts = constants([*g.hyp, goal])
-        try:
-            atoms = [z3.simplify(a) for a in CASES[g.name](lambda x: consts[x])]
-        except KeyError:  # (a constant the atoms name is not in the query)
-            return "unknown"
+        if g.name in PART_CASES:
+            return _part_cases(g, goal, atoms, timeout_ms)
     else:
         hyp, goal = [z3.simplify(h) for h in g.hyp], z3.simplify(goal)
         atoms, how = cvc5cases.ite_atoms(goal), "cases on ite conditions"
@@ -539,16 +535,7 @@ def row(
     zp, cp = probe(gs, timeout_ms) if with_probe and gs else ("none", "none")
     # (z3 sat and cvc5 unsat on the probe is a disagreement; a probe cvc5 cannot decide,
     # or no group with one, is reported in the row, not counted either way)
-    bad_probe = zp == "sat" and cp == "unsat"
-    status = (
-        "not-run"
-        if not gs
-        else "disagree"
-        if disagree or bad_probe
-        else "partly-confirmed"
-        if open_
-        else "agree"
-    )
+    status, replay = verdict(bool(gs), disagree, open_, zp, cp)
     hows = sorted({g.how for g in gs if g.how != "whole"})
     n_ok = sum(v == "unsat" for g in gs for v in g.verdicts)
     return dict(
@@ -564,12 +551,33 @@ def row(
         + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
         status=status,
         seconds=time.perf_counter() - t0,
-        replay="; ".join(
-            ([f"cvc5 says sat (disagrees) on: {', '.join(disagree)}"] if disagree else [])
-            + ([f"the probe: z3 {zp}, cvc5 {cp} (disagree)"] if bad_probe else [])
-            + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
-        ),
+        replay=replay,
     )
+
+
+def verdict(
+    asked: bool, disagree: list[str], open_: list[str], zp: str, cp: str
+) -> tuple[str, str]:
+    """A cvc5 row's status and replay: "not-run" when nothing was ``asked``, "disagree"
+    on any query cvc5 found sat (``disagree``) or a probe z3 finds sat and cvc5 unsat
+    (``zp``, ``cp``), "partly-confirmed" when some stay not confirmed (``open_``), else
+    "agree"; the replay names each of them."""
+    bad_probe = zp == "sat" and cp == "unsat"
+    status = (
+        "not-run"
+        if not asked
+        else "disagree"
+        if disagree or bad_probe
+        else "partly-confirmed"
+        if open_
+        else "agree"
+    )
+    replay = "; ".join(
+        ([f"cvc5 says sat (disagrees) on: {', '.join(disagree)}"] if disagree else [])
+        + ([f"the probe: z3 {zp}, cvc5 {cp} (disagree)"] if bad_probe else [])
+        + ([f"not confirmed: {', '.join(open_)}"] if open_ else [])
+    )
+    return status, replay
 
 
 @contextlib.contextmanager

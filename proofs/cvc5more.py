@@ -456,6 +456,47 @@ LEFTOVER_RETRY = (QF_RETRY, 12)
 multikey query at N=6 took 32.6 CPU s (43 s of wall time) alone (2026-12-06)."""
 
 
+LEAVES_MAX = 3
+"""At most this many quantifier-free queries of a group still unknown alone, at every
+limit of :data:`LEFTOVER_RETRY`, are asked case by case on their goal's branches
+(:func:`_by_leaves`); the rest stay not confirmed."""
+
+LEAVES_MS = 5000
+"""cvc5's limit on each leaf :func:`_by_leaves` leaves open (a closed case's check and the
+coverage check keep :data:`cvc5leaves.QF_MS`)."""
+
+
+def _by_leaves(g: Group, goal: z3.BoolRef) -> str:
+    """One quantifier-free query of ``g`` cvc5 left unknown alone at every limit, asked
+    case by case on its goal's ``ite`` conditions (:func:`cvc5leaves.confirm`).
+
+    Why unsat there is unsat of the query z3 proved: the fixed constants (the call's
+    kind) are substituted, the equations kept, and hypothesis and goal simplified (each
+    an equivalent query); each split on an atom ``a`` gives the cases ``P and a`` and ``P
+    and not a``, which cover every model of ``P``; a case counts only when cvc5 finds
+    it unsat (closed on its hypotheses and negated goal, or a leaf asked whole, or each
+    part of its goal: a conjunct's query has at least the models of the whole's); and
+    cvc5 itself must find ``not (P_1 or ... or P_k)`` unsat over the cases' paths
+    (coverage), else the verdict is "coverage gap", not confirmed. A ``sat`` of a case is
+    a model of the query: a disagreement.
+
+    Measured 2026-12-06 (load average 2 to 3): the one query of blocks with several keys
+    the deep run left unknown alone at 5, 20 and 60 s (INV-WATCH's step for UnpinBlocks at
+    N = 6, its conjunct ``registered == fired + #pending``, 231 queries in its group)
+    is unsat in 50 cases, all closed on their quantifier-free part, coverage unsat:
+    64.8 CPU s (130 s of wall time)."""
+    from . import cvc5leaves  # (cvc5leaves builds on this module: imported when used)
+
+    g.asks += 1
+    got = cvc5leaves.confirm(g.hyp, goal, timeout_ms=LEAVES_MS)
+    if got is None:  # (no ite condition to split on)
+        return "unknown"
+    v, how = got
+    if v == "unsat":
+        g.how = (f"{g.how}; " if g.how else "") + f"one by its goal's branches ({how})"
+    return v
+
+
 def _one_by_one(g: Group, timeout_ms: int) -> None:
     """Each quantifier-free query of ``g`` still "unknown" after the halving asked alone,
     at ``timeout_ms``, then at :data:`LEFTOVER_RETRY` times it (the query itself: unsat
@@ -467,9 +508,10 @@ def _one_by_one(g: Group, timeout_ms: int) -> None:
     wall time alone, another 32.6 CPU s and 43 s). At most :data:`LEFTOVERS`;
     :data:`LEFTOVERS_GIVE_UP` unknowns in a row stop it (those are hard, not starved);
     quantified queries are left as they are (the halving asked them alone already, up
-    the ladder)."""
+    the ladder). A query still unknown at every limit is asked case by case on its goal's
+    branches (:func:`_by_leaves`, at most :data:`LEAVES_MAX` per group)."""
     todo = [k for k, v in enumerate(g.verdicts) if v == "unknown"][:LEFTOVERS]
-    misses = 0
+    misses, leaves = 0, 0
     for k in todo:
         text = export([*g.hyp, z3.Not(g.goals[k])])
         if quantified(text):
@@ -481,6 +523,9 @@ def _one_by_one(g: Group, timeout_ms: int) -> None:
                 break
             g.asks += 1
             v, _ = ask(text, times * timeout_ms)
+        if v == "unknown" and leaves < LEAVES_MAX:  # (cases on the goal's own branches)
+            leaves += 1
+            v = _by_leaves(g, g.goals[k])
         g.verdicts[k] = v
         if v == "sat":
             return

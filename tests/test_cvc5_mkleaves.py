@@ -85,3 +85,17 @@ def test_the_multikey_query_cvc5_left_unknown_is_settled_on_its_branches(n: int)
     assert len(hard) == 1
     assert cvc5more._by_leaves(g, hard[0]) == "unsat"
     assert "one by its goal's branches (leaves: " in g.how
+
+
+def test_the_row_reads_agree_through_the_branches_and_disagree_on_a_false_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The part's row (``cvc5more.row``, as the deep multikey part makes it): a query
+    starved at every limit and settled on its branches counts as confirmed; the seeded
+    false one (recorded as proved) is a disagreement that the row names."""
+    _starved(monkeypatch)
+    good = cvc5more.row("multikey", [("multi-key", [X > 0, Y > 0], _sum(2), "proved")])
+    assert good["status"] == "agree" and "confirms 1 of 1" in good["bounds"]
+    assert "one by its goal's branches" in good["bounds"]
+    bad = cvc5more.row("multikey", [("multi-key", [X > 0, Y > 0], _sum(3), "proved")])
+    assert bad["status"] == "disagree" and "multi-key" in bad["replay"]

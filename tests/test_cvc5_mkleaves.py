@@ -36,7 +36,7 @@ def test_a_query_unknown_at_every_limit_is_settled_on_its_branches(
 ) -> None:
     _starved(monkeypatch)
     g = _group(_sum(2))
-    cvc5more._one_by_one(g, 5000)
+    cvc5more._one_by_one(g, 5000, cvc5leaves.confirm)
     assert g.verdicts == ["unsat"] and g.asks == 4  # (alone at 5, 20, 60 s; leaves)
     assert "one by its goal's branches (leaves: 0 (+1 closed))" in g.how
 
@@ -46,7 +46,7 @@ def test_a_false_query_on_its_branches_is_a_disagreement(
 ) -> None:
     _starved(monkeypatch)
     g = _group(_sum(3))  # (seeded bug: x = y = 1 is a model)
-    cvc5more._one_by_one(g, 5000)
+    cvc5more._one_by_one(g, 5000, cvc5leaves.confirm)
     assert g.verdicts == ["sat"]
 
 
@@ -59,15 +59,18 @@ def test_a_lost_case_is_a_coverage_gap_not_a_confirmation(
     # one the false goal fails in, is kept: coverage is checked before any leaf is asked)
     monkeypatch.setattr(cvc5leaves, "cases", lambda h, g, m: (cases(h, g, m) or [])[:-1])
     g = _group(_sum(3))
-    cvc5more._one_by_one(g, 5000)
+    cvc5more._one_by_one(g, 5000, cvc5leaves.confirm)
     assert g.verdicts == ["coverage gap"]
 
 
 def test_a_query_with_no_branch_stays_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     _starved(monkeypatch)
     g = _group(X >= 1)
-    cvc5more._one_by_one(g, 5000)
+    cvc5more._one_by_one(g, 5000, cvc5leaves.confirm)
     assert g.verdicts == ["unknown"]
+    h = _group(_sum(2))  # (and without ``leaves``, as the other parts' rows: no cases)
+    cvc5more._one_by_one(h, 5000)
+    assert h.verdicts == ["unknown"] and h.asks == 3
 
 
 @pytest.mark.deep
@@ -83,7 +86,7 @@ def test_the_multikey_query_cvc5_left_unknown_is_settled_on_its_branches(n: int)
     (g,) = cvc5more.groups(rec)
     hard = [q for q in g.goals if {"s.registered", "s.fired"} <= set(constants([q]))]
     assert len(hard) == 1
-    assert cvc5more._by_leaves(g, hard[0]) == "unsat"
+    assert cvc5more._by_leaves(g, hard[0], cvc5leaves.confirm) == "unsat"
     assert "one by its goal's branches (leaves: " in g.how
 
 
@@ -94,8 +97,31 @@ def test_the_row_reads_agree_through_the_branches_and_disagree_on_a_false_one(
     starved at every limit and settled on its branches counts as confirmed; the seeded
     false one (recorded as proved) is a disagreement that the row names."""
     _starved(monkeypatch)
-    good = cvc5more.row("multikey", [("multi-key", [X > 0, Y > 0], _sum(2), "proved")])
+    leaves = cvc5leaves.confirm
+    good = cvc5more.row(
+        "multikey", [("multi-key", [X > 0, Y > 0], _sum(2), "proved")], leaves=leaves
+    )
     assert good["status"] == "agree" and "confirms 1 of 1" in good["bounds"]
     assert "one by its goal's branches" in good["bounds"]
-    bad = cvc5more.row("multikey", [("multi-key", [X > 0, Y > 0], _sum(3), "proved")])
+    bad = cvc5more.row(
+        "multikey", [("multi-key", [X > 0, Y > 0], _sum(3), "proved")], leaves=leaves
+    )
     assert bad["status"] == "disagree" and "multi-key" in bad["replay"]
+
+
+def test_the_deep_multikey_row_asks_the_branches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner's wiring, with the part's proofs stubbed by one query z3 proves there
+    and cvc5 (starved) leaves unknown at every limit: the deep multikey row confirms it on
+    its branches."""
+    from kvpool.proofs import runner
+    from kvpool.proofs.model import isolated_check
+
+    def part(plan: object) -> list[dict[str, object]]:
+        isolated_check([X > 0, Y > 0], _sum(2), 5000)
+        return []
+
+    monkeypatch.setattr(multikey, "part_rows", part)
+    _starved(monkeypatch)
+    rows = runner.run("deep", "multikey")
+    (row,) = [r for r in rows if r.obligation.startswith("cvc5 re-checks blocks with several")]
+    assert row.status == "agree" and "one by its goal's branches" in row.bounds

@@ -480,8 +480,9 @@ def _by_leaves(g: Group, goal: z3.BoolRef, leaves: Leaves) -> str:
     kind) are substituted, the equations kept, and hypothesis and goal simplified (each
     an equivalent query); each split on an atom ``a`` gives the cases ``P and a`` and ``P
     and not a``, which cover every model of ``P``; a case counts only when cvc5 finds
-    it unsat (closed on its hypotheses and negated goal, or a leaf asked whole, or each
-    part of its goal: a conjunct's query has at least the models of the whole's); and
+    it unsat: closed (its quantifier-free hypotheses and negated goal unsat: the case
+    has more hypotheses, so no more models), or a leaf asked whole, or each part of its
+    goal (``H => A and B`` is valid iff ``H => A`` and ``H => B`` are); and
     cvc5 itself must find ``not (P_1 or ... or P_k)`` unsat over the cases' paths
     (coverage), else the verdict is "coverage gap", not confirmed. A ``sat`` of a case is
     a model of the query: a disagreement.

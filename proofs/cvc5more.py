@@ -430,15 +430,20 @@ def _confirm(g: Group, goals: list[z3.BoolRef], timeout_ms: int, cases: bool) ->
 
 
 def confirm(
-    g: Group, timeout_ms: int = TIMEOUT_MS, cases: bool = False, one_by_one: bool = True
+    g: Group,
+    timeout_ms: int = TIMEOUT_MS,
+    cases: bool = False,
+    one_by_one: bool = True,
+    leaves: Leaves | None = None,
 ) -> Group:
     """cvc5's verdict on each of ``g``'s queries (``g.verdicts``), asked as the module's
     doc says; with ``cases``, a single query still unknown is asked case by case on the
     atoms :data:`CASES` names for its obligation; with ``one_by_one``, what the halving
-    left unknown is asked alone (:func:`_one_by_one`)."""
+    left unknown is asked alone (:func:`_one_by_one`), and with ``leaves`` one still unknown
+    alone case by case on its goal's branches."""
     g.verdicts = _confirm(g, g.goals, timeout_ms, cases)
     if one_by_one:
-        _one_by_one(g, timeout_ms)
+        _one_by_one(g, timeout_ms, leaves)
     g.how = g.how or "whole"
     return g
 
@@ -452,7 +457,48 @@ LEFTOVER_RETRY = (QF_RETRY, 12)
 multikey query at N=6 took 32.6 CPU s (43 s of wall time) alone (2026-12-06)."""
 
 
-def _one_by_one(g: Group, timeout_ms: int) -> None:
+LEAVES_MAX = 3
+"""At most this many quantifier-free queries of a group still unknown alone, at every
+limit of :data:`LEFTOVER_RETRY`, are asked case by case on their goal's branches
+(:func:`_by_leaves`); the rest stay not confirmed."""
+
+Leaves = Callable[[list[z3.BoolRef], z3.BoolRef], tuple[str, str] | None]
+"""How a query is asked case by case on its goal's branches: ``cvc5leaves.confirm``
+(passed in by the caller, as the runner does for blocks with several keys:
+:mod:`.cvc5leaves` builds on this module, so this module does not import it)."""
+
+
+def _by_leaves(g: Group, goal: z3.BoolRef, leaves: Leaves) -> str:
+    """One quantifier-free query of ``g`` cvc5 left unknown alone at every limit, asked
+    case by case on its goal's ``ite`` conditions (``leaves``: ``cvc5leaves.confirm``).
+
+    Why unsat there is unsat of the query z3 proved: the fixed constants (the call's
+    kind) are substituted, the equations kept, and hypothesis and goal simplified (each
+    an equivalent query); each split on an atom ``a`` gives the cases ``P and a`` and ``P
+    and not a``, which cover every model of ``P``; a case counts only when cvc5 finds
+    it unsat: closed (its quantifier-free hypotheses and negated goal unsat: the case
+    has more hypotheses, so no more models), or a leaf asked whole, or each part of its
+    goal (``H => A and B`` is valid iff ``H => A`` and ``H => B`` are); and
+    cvc5 itself must find ``not (P_1 or ... or P_k)`` unsat over the cases' paths
+    (coverage), else the verdict is "coverage gap", not confirmed. A ``sat`` of a case is
+    a model of the query: a disagreement.
+
+    Measured 2026-12-06 (load average 2 to 3): the one query of blocks with several keys
+    the deep run left unknown alone at 5, 20 and 60 s (INV-WATCH's step for UnpinBlocks at
+    N = 6, its conjunct ``registered == fired + #pending``, 231 queries in its group)
+    is unsat in 50 cases, all closed on their quantifier-free part, coverage unsat:
+    64.8 CPU s (130 s of wall time)."""
+    g.asks += 1
+    got = leaves(g.hyp, goal)
+    if got is None:  # (no ite condition to split on)
+        return "unknown"
+    v, how = got
+    if v == "unsat":
+        g.how = (f"{g.how}; " if g.how else "") + f"one by its goal's branches ({how})"
+    return v
+
+
+def _one_by_one(g: Group, timeout_ms: int, leaves: Leaves | None = None) -> None:
     """Each quantifier-free query of ``g`` still "unknown" after the halving asked alone,
     at ``timeout_ms``, then at :data:`LEFTOVER_RETRY` times it (the query itself: unsat
     of it is unsat of the query z3 proved; a "sat" is a disagreement like any other).
@@ -463,9 +509,11 @@ def _one_by_one(g: Group, timeout_ms: int) -> None:
     wall time alone, another 32.6 CPU s and 43 s). At most :data:`LEFTOVERS`;
     :data:`LEFTOVERS_GIVE_UP` unknowns in a row stop it (those are hard, not starved);
     quantified queries are left as they are (the halving asked them alone already, up
-    the ladder)."""
+    the ladder). A query still unknown at every limit is asked case by case on its goal's
+    branches when ``leaves`` is given (:func:`_by_leaves`, at most :data:`LEAVES_MAX` per
+    group)."""
     todo = [k for k, v in enumerate(g.verdicts) if v == "unknown"][:LEFTOVERS]
-    misses = 0
+    misses, n_leaves = 0, 0
     for k in todo:
         text = export([*g.hyp, z3.Not(g.goals[k])])
         if quantified(text):
@@ -477,6 +525,9 @@ def _one_by_one(g: Group, timeout_ms: int) -> None:
                 break
             g.asks += 1
             v, _ = ask(text, times * timeout_ms)
+        if v == "unknown" and leaves is not None and n_leaves < LEAVES_MAX:
+            n_leaves += 1  # (cases on the goal's own branches)
+            v = _by_leaves(g, g.goals[k], leaves)
         g.verdicts[k] = v
         if v == "sat":
             return
@@ -512,6 +563,7 @@ def row(
     timeout_ms: int = TIMEOUT_MS,
     cases: bool = False,
     with_probe: bool = True,
+    leaves: Leaves | None = None,
 ) -> dict[str, Any]:
     """cvc5 on every query z3 proved among ``records`` (one part's, :data:`FAMILIES`),
     as a ``runner.ObligationResult(**row)`` of kind "second solver": "agree" when cvc5
@@ -519,7 +571,7 @@ def row(
     not confirmed (named), "disagree" on any sat (or an unsat on the probe z3 finds sat),
     "not-run" when z3 proved nothing here."""
     t0 = time.perf_counter()
-    gs = [confirm(g, timeout_ms, cases) for g in groups(records)]
+    gs = [confirm(g, timeout_ms, cases, leaves=leaves) for g in groups(records)]
     n_queries = sum(len(g.goals) for g in gs)
     by_name: dict[str, list[str]] = {}
     for g in gs:
@@ -600,10 +652,13 @@ def split_symsorts(records: list[Record]) -> dict[str, list[Record]]:
     return {"symlists": [r for r in records if not r[0].startswith("symsorts:")], "symsorts": mine}
 
 
-def rows(part: str, records: list[Record], on: tuple[str, ...]) -> list[dict[str, Any]]:
-    """:func:`row` of ``part`` (asked case by case where :data:`CASES` names atoms) when
-    the profile's ``cvc5_more`` names it (``on``), else none."""
-    return [row(part, records, cases=True)] if part in on else []
+def rows(
+    part: str, records: list[Record], on: tuple[str, ...], leaves: Leaves | None = None
+) -> list[dict[str, Any]]:
+    """:func:`row` of ``part`` (asked case by case where :data:`CASES` names atoms, and
+    with ``leaves`` a query unknown alone on its goal's branches) when the profile's
+    ``cvc5_more`` names it (``on``), else none."""
+    return [row(part, records, cases=True, leaves=leaves)] if part in on else []
 
 
 # -- which solvers confirmed what (the dashboard's note) ------------------------------------

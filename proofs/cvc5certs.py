@@ -183,8 +183,9 @@ case (:func:`_by_cases`); more, and none is (the query is hard throughout)."""
 
 def covers(hyp: list[z3.BoolRef], cases: Sequence[z3.BoolRef], timeout_ms: int = CASE_MS) -> str:
     """cvc5's verdict on ``hyp and not (C_1 or ... or C_k)``: "unsat" when every model
-    of the hypothesis is in some case (the call's kind ranges over its domain)."""
-    return cvc5more.ask(cvc5more.export([*hyp, z3.Not(z3.Or(*cases))]), timeout_ms, ladder=False)[0]
+    of the hypothesis is in some case (the call's kind ranges over its domain); one
+    case per path of :func:`cvc5more.covers`."""
+    return cvc5more.covers([(c,) for c in cases], hyp, timeout_ms)
 
 
 def ask_cases(

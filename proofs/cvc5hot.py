@@ -337,7 +337,7 @@ def _shape(
         return "unknown", f"shape: more than {MAX_CASES} cases"
     if len(cs) <= 1:
         return "unknown", "whole"
-    cov = cvc5leaves.covers([c.path for c in cs])
+    cov = cvc5more.covers([c.path for c in cs], timeout_ms=cvc5leaves.QF_MS)
     if cov != "unsat":
         return "coverage gap", f"shape: coverage {cov}"
     for c in cs:

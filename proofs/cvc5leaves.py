@@ -165,16 +165,6 @@ def cases(
     return out if walk(hyp, goal, ()) else None
 
 
-def covers(paths: list[tuple[z3.BoolRef, ...]]) -> str:
-    """cvc5's verdict on ``not (P_1 or ... or P_k)``: "unsat" when the cases' paths
-    cover every model (each path the conjunction of its facts)."""
-    whole = z3.Or(*[z3.And(*p) if p else z3.BoolVal(True) for p in paths])
-    try:
-        return smtlib.cvc5_check(cvc5more.export([z3.Not(whole)]), QF_MS)[0]
-    except (ValueError, RuntimeError) as exc:
-        return f"refused ({str(exc)[:60]})"
-
-
 def ask_leaf(hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = LEAF_MS) -> str:
     """One leaf (the module's step 4): whole, then its goal's parts."""
     v, _ = smtlib.cvc5_check_bounded(cvc5more.export([*hyp, z3.Not(goal)]), timeout_ms)
@@ -209,7 +199,7 @@ def confirm(
     cs = cases(hs, g, max_leaves)
     if cs is None:
         return "unknown", f"leaves: more than {max_leaves} cases"
-    cov = covers([c.path for c in cs])
+    cov = cvc5more.covers([c.path for c in cs], timeout_ms=QF_MS)
     if cov != "unsat":
         return "coverage gap", f"leaves: coverage {cov}"
     leaves = [c for c in cs if not c.closed]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import z3  # type: ignore[import-untyped]
 
-from kvpool.proofs import cvc5leaves, pyrefine, runner, smtlib
+from kvpool.proofs import cvc5leaves, cvc5more, pyrefine, runner, smtlib
 from kvpool.proofs.model import Record, recording
 
 
@@ -48,7 +48,7 @@ def test_a_query_is_confirmed_case_by_case_and_its_cases_cover_every_model() -> 
     assert cs is not None
     # (c false contradicts the hypothesis c: a case closed on the quantifier-free part)
     assert [c_.closed for c_ in cs] == [False, False, True]
-    assert cvc5leaves.covers([c_.path for c_ in cs]) == "unsat"
+    assert cvc5more.covers([c_.path for c_ in cs]) == "unsat"
 
 
 def test_a_split_that_drops_a_case_is_caught_by_the_coverage_check(

@@ -117,8 +117,12 @@ oracle-bench: $(STAMP)  ## checking throughput of the oracle: every level, 1,000
 proofs: $(STAMP)  ## z3: fixed-N induction (every k, N 1..8) with cvc5, induction for every N, BMC and mutants, the list refinement
 	$(BIN)/python -m kvpool.proofs $(PROOFS_ARGS)
 
+# The deep profile's parts run side by side, one per core, each in its own interpreter
+# (kvpool.verify's scheduler). DEEP_ARGS passes
+# kvpool.verify's flags (--json FILE, --obligations FILE, --jobs N, --keep DIR);
+# `python -m kvpool.proofs --deep` runs the same parts in one process, one after another.
 proofs-deep: $(STAMP)  ## the proofs with the deep profile: fixed-N to N=8, BMC 6x8, Spacer, cvc5 at every N
-	$(BIN)/python -m kvpool.proofs --deep $(PROOFS_ARGS)
+	$(BIN)/python -m kvpool.verify --profile deep --only proofs $(DEEP_ARGS)
 
 vectors: $(STAMP)  ## regenerate the golden vectors from the spec, check them, measure spec coverage
 	$(BIN)/python -m kvpool.oracle.vectors generate --examples 200

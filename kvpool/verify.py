@@ -26,7 +26,14 @@ status is non-zero on any failure.
 Every part of every check runs in a fresh interpreter, ``--jobs`` at a time (default:
 one per core), longest first; ``--jobs 0`` runs them in this process one after another.
 
-    python -m kvpool.verify [--profile fast|full] [--jobs N] [--json FILE]
+    python -m kvpool.verify [--profile fast|full|deep] [--only RUNNER,...] [--jobs N]
+                            [--json FILE] [--obligations FILE] [--keep DIR]
+
+``--profile deep`` is the proofs' deep profile (``kvpool/proofs/runner.py``'s
+``PROFILES["deep"]``) with every other check as in ``full``; ``make proofs-deep`` runs it
+with ``--only proofs``: the proofs' parts side by side, each in its own interpreter.
+``--only`` runs the named runners alone (then a row no selected runner covers is not a
+failure: the other techniques were not asked).
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ Status = Literal[
 ]
 HOLDS: tuple[Status, ...] = ("proved every N", "proved every k", "bounded", "exhaustive", "tested")
 """The statuses that count as covering a row."""
-Profile = Literal["fast", "full"]
+Profile = Literal["fast", "full", "deep"]
 
 TECHNIQUES = (
     "hypothesis lockstep",
@@ -265,24 +272,43 @@ PROOF_COSTS: dict[str, float] = {
 }
 
 
+DEEP_PROOF_COSTS: dict[str, float] = {
+    # wall s of each part of the deep profile, measured part by part (2026-12-06, load 2-4,
+    # CHANGELOG): they only order the queue, longest first
+    "pool-source": 2500.0,  # the hot paths' z3 proofs and their cvc5 rows (estimated)
+    "twopool": 2400.0,  # (stopped unfinished after 40 min once)
+    "multikey": 1666.0,
+    "fixedn": 1493.0,
+    "spacer": 448.0,
+    "bmc-induction": 400.0,
+    "symlists": 400.0,
+}
+
+
+def _proof_level(profile: Profile) -> str:
+    """The proofs' own profile (``PROFILES`` in ``kvpool/proofs/runner.py``) for ours."""
+    return {"fast": "fast", "full": "default", "deep": "deep"}[profile]
+
+
 def _proof_parts(profile: Profile) -> list[tuple[str, float]]:
     """Every part of the proofs' profile; Spacer's only when the profile names an N for
     it (``PROFILES[...]["spacer"]`` in ``kvpool/proofs/runner.py``: the one switch), the
     symbolic lists' only when it names something to run."""
     from kvpool.proofs import runner as proofs
 
-    level = proofs.PROFILES["fast" if profile == "fast" else "default"]
+    level = proofs.PROFILES[_proof_level(profile)]
     # switched off: not spawned
     off = {p for p in ("spacer", "symlists", "multikey") if not level[p]}
     if not level["pool_source"] and not level["hot_source"]:
         off.add("pool-source")
-    return [(part, PROOF_COSTS.get(part, 60.0)) for part in proofs.PARTS if part not in off]
+    costs = DEEP_PROOF_COSTS if profile == "deep" else PROOF_COSTS
+    return [(part, costs.get(part, 60.0)) for part in proofs.PARTS if part not in off]
 
 
 def _proof_work(profile: Profile, part: str) -> Any:
     from kvpool.proofs import runner as proofs
 
-    level = "fast" if profile == "fast" else "default"
+    level = _proof_level(profile)
     if part == "source":
         mutants, replay = source_mutants()
         rows = proofs.run(level, part, mutants, replay, queue_replay())
@@ -371,8 +397,7 @@ def run_proofs(profile: Profile) -> list[Check]:
     """z3: BMC, fixed-N induction, induction for every N, the list's refinement; cvc5."""
     from kvpool.proofs import runner as proofs
 
-    level = "fast" if profile == "fast" else "default"
-    return proof_checks(proofs.run(level, queue_replay=queue_replay()))
+    return proof_checks(proofs.run(_proof_level(profile), queue_replay=queue_replay()))
 
 
 def source_detail() -> str:
@@ -858,7 +883,7 @@ def _contract_parts(profile: Profile) -> list[tuple[str, float]]:
         (name, CONTRACT_COSTS["bounded" if name in contracts.BOUNDED else "entry"])
         for name in contracts.ENTRY_POINTS
     ]
-    if profile == "full":
+    if profile != "fast":
         finds = [*bugs.CROSSHAIR_FINDS.items(), *bugs.BOUNDED_FINDS.items()]
         parts += [(f"find:{mutant}@{entry}", CONTRACT_COSTS["find"]) for mutant, entry in finds]
     return parts
@@ -1018,7 +1043,7 @@ over-free of a block in use is drawn too rarely); at 500 all 44 fail, in at most
 
 def _oracle_parts(profile: Profile) -> list[tuple[str, float]]:
     parts = [(level, 5.0) for level in ORACLE_LEVELS]  # CPU s, as PROOF_COSTS
-    if profile == "full":
+    if profile != "fast":
         parts += [(f"catalogue:{i}/{SHARDS}", 75.0) for i in range(SHARDS)]
     return parts
 
@@ -1134,12 +1159,18 @@ RUNNERS: list[Runner | Callable[[Profile], Check | list[Check]]] = [
 is accepted too (a runner of one part)."""
 
 
-def _runners() -> dict[str, Runner]:
+def _runners(only: frozenset[str] | None = None) -> dict[str, Runner]:
+    """Every runner by name, or those named in ``only`` (an unknown name: ValueError)."""
     out: dict[str, Runner] = {}
     for r in RUNNERS:
         runner = r if isinstance(r, Runner) else single(r)
         out[runner.name] = runner
-    return out
+    if only is None:
+        return out
+    unknown = sorted(only - out.keys())
+    if unknown:
+        raise ValueError(f"no runner named {', '.join(unknown)} (runners: {', '.join(out)})")
+    return {name: r for name, r in out.items() if name in only}
 
 
 def run_task(runner: str, part: str, profile: Profile, out: Path) -> int:
@@ -1176,6 +1207,13 @@ class _Task:
 
 TASK_TIMEOUT = 1200.0
 """Seconds after which a part is stopped and counted as failed (a hang is never a pass)."""
+
+DEEP_TASK_TIMEOUT = 3 * 3600.0
+"""The same in the deep profile, whose longest parts take about half an hour each."""
+
+
+def _task_timeout(profile: Profile) -> float:
+    return DEEP_TASK_TIMEOUT if profile == "deep" else TASK_TIMEOUT
 
 
 def _kill(task: _Task) -> None:
@@ -1240,10 +1278,18 @@ def _combine(runner: Runner, profile: Profile, tasks: list[_Task], console: Cons
     return checks
 
 
-def run_all(profile: Profile, console: Console, jobs: int = 0) -> list[Check]:
-    """Every runner's parts, ``jobs`` at a time in fresh interpreters (longest first), or
-    in this process one after another when ``jobs`` is 0."""
-    runners = _runners()
+def run_all(
+    profile: Profile,
+    console: Console,
+    jobs: int = 0,
+    only: frozenset[str] | None = None,
+    keep: Path | None = None,
+) -> list[Check]:
+    """Every runner's parts (or those of the runners named in ``only``), ``jobs`` at a
+    time in fresh interpreters (longest first), or in this process one after another
+    when ``jobs`` is 0. ``keep``: a directory that keeps each part's result file (the
+    default is a temporary one)."""
+    runners = _runners(only)
     checks: list[Check] = []
 
     def report(produced: list[Check]) -> None:
@@ -1269,7 +1315,12 @@ def run_all(profile: Profile, console: Console, jobs: int = 0) -> list[Check]:
             report(_combine(runner, profile, tasks, console))
         return checks
 
-    with tempfile.TemporaryDirectory(prefix="kvpool-verify-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kvpool-verify-"))
+        else:
+            keep.mkdir(parents=True, exist_ok=True)
+            tmp = str(keep)
         by_runner: dict[str, list[_Task]] = {}
         for runner in runners.values():
             by_runner[runner.name] = [
@@ -1297,12 +1348,13 @@ def run_all(profile: Profile, console: Console, jobs: int = 0) -> list[Check]:
                     for task in list(running):
                         if task.proc is None:  # not spawned yet
                             continue
-                        overdue = time.perf_counter() - task.started > TASK_TIMEOUT
+                        limit = _task_timeout(profile)
+                        overdue = time.perf_counter() - task.started > limit
                         if task.proc.poll() is None and not overdue:
                             continue
                         if overdue and task.proc.poll() is None:
                             _kill(task)
-                            task.error = f"timed out after {TASK_TIMEOUT:.0f}s"
+                            task.error = f"timed out after {limit:.0f}s"
                         running.remove(task)
                         _finish(task)
                         left[task.runner] -= 1
@@ -1333,9 +1385,10 @@ _TIMINGS: list[dict[str, object]] = []
 """The last parallel run's parts, with their wall and CPU seconds (for ``--json``)."""
 
 
-def matrix(checks: list[Check]) -> Table:
-    """Rows: invariants and rules; columns: techniques. A bound every cell of a column
-    shares goes into the column's header, so the cells read at a glance."""
+def matrix(checks: list[Check], every_runner: bool = True) -> Table:
+    """Rows: invariants and rules; columns: techniques (those that ran, when not
+    ``every_runner``). A bound every cell of a column shares goes into the column's
+    header, so the cells read at a glance."""
     by_technique: dict[str, dict[str, Cell]] = {t: {} for t in TECHNIQUES}
     for c in checks:
         if c.technique is not None:
@@ -1350,7 +1403,9 @@ def matrix(checks: list[Check]) -> Table:
     table.add_column("invariant / rule", style="bold", no_wrap=True)
     shared: dict[str, str] = {}
     ran = {c.technique for c in checks}
-    techniques = [t for t in TECHNIQUES if t not in OPTIONAL_TECHNIQUES or t in ran]
+    techniques = [
+        t for t in TECHNIQUES if t in ran or (every_runner and t not in OPTIONAL_TECHNIQUES)
+    ]
     for t in techniques:
         details = {cell.detail for cell in by_technique[t].values()}
         shared[t] = details.pop() if len(details) == 1 else ""
@@ -1388,7 +1443,9 @@ def catalogue(checks: list[Check]) -> Table | None:
     return table
 
 
-def failures(checks: list[Check]) -> list[str]:
+def failures(checks: list[Check], every_runner: bool = True) -> list[str]:
+    """Every failure of ``checks``; a row nothing covers is one only when ``every_runner``
+    ran (``--only`` asks some techniques alone)."""
     out = [f"{c.name}: {c.summary}" for c in checks if not c.ok]
     for c in checks:
         out.extend(
@@ -1396,7 +1453,7 @@ def failures(checks: list[Check]) -> list[str]:
             for row, cell in c.cells.items()
             if cell.status == "failed"
         )
-    for row in ROWS:
+    for row in ROWS if every_runner else ():
         if not any(c.cells.get(row, Cell("n/a")).status in HOLDS for c in checks):
             out.append(f"nothing proved or tested {row}")
     mutants: dict[str, bool] = {}
@@ -1415,7 +1472,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m kvpool.verify", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--profile", choices=["fast", "full"], default="full")
+    parser.add_argument(
+        "--profile",
+        choices=["fast", "full", "deep"],
+        default="full",
+        help="deep: the proofs' deep profile (make proofs-deep), the rest as full",
+    )
+    parser.add_argument(
+        "--only",
+        metavar="RUNNER,...",
+        help="run only these runners (" + ", ".join(_runners()) + ")",
+    )
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep each part's result file in DIR"
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     parser.add_argument(
         "--obligations",
@@ -1441,21 +1511,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.part is None or args.out is None:
             parser.error("--task needs --part and --out")
         return run_task(args.task, args.part, args.profile, args.out)
+    only = None if args.only is None else frozenset(filter(None, args.only.split(",")))
+    try:
+        _runners(only)
+    except ValueError as exc:
+        parser.error(str(exc))
     console = _console()
     start = time.perf_counter()
-    checks = run_all(args.profile, console, args.jobs)
+    checks = run_all(args.profile, console, args.jobs, only, args.keep)
     console.print()
-    console.print(matrix(checks))
+    console.print(matrix(checks, every_runner=only is None))
     table = catalogue(checks)
     if table is not None:
         console.print(table)
-    bad = failures(checks)
+    bad = failures(checks, every_runner=only is None)
     elapsed = time.perf_counter() - start
     if args.json:
         args.json.write_text(
             json.dumps(
                 {
                     "profile": args.profile,
+                    "only": None if only is None else sorted(only),
                     "ok": not bad,
                     "seconds": elapsed,
                     "failures": bad,

@@ -83,6 +83,48 @@ def test_a_row_no_technique_covers_is_a_failure(
     assert "nothing proved or tested ORD-UNPIN" in text
 
 
+def _covers_one_row(profile: Profile) -> Check:
+    return Check("proofs", "z3 BMC", True, "fine", 0.0, cells={"INV-REF": Cell("bounded", "k<=2")})
+
+
+def test_only_runs_the_named_runners_and_does_not_ask_the_others_rows(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(verify, "RUNNERS", [verify.single(_covers_one_row)])
+    out = io.StringIO()
+    monkeypatch.setattr(verify, "_console", lambda: Console(file=out, width=300))
+    argv = ["--profile", "fast", "--jobs", "0", "--json", str(tmp_path / "v.json")]
+    # every runner: the rows it leaves are failures
+    assert verify.main(argv) == 1
+    assert "nothing proved or tested ORD-UNPIN" in out.getvalue()
+    # --only: the runner alone, its column alone, and its rows are all that is asked
+    out.seek(0), out.truncate()
+    assert verify.main([*argv, "--only", "_covers_one_row"]) == 0, out.getvalue()
+    assert "nothing proved" not in out.getvalue()
+    assert "hypothesis lockstep" not in out.getvalue()  # a column of a runner not run
+    assert json.loads((tmp_path / "v.json").read_text())["only"] == ["_covers_one_row"]
+
+
+def test_only_refuses_a_runner_that_does_not_exist(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        verify.main(["--only", "proofs,prooofs"])
+    assert exc.value.code == 2
+    assert "no runner named prooofs" in capsys.readouterr().err
+
+
+def test_the_deep_profile_runs_the_proofs_deep_parts() -> None:
+    from kvpool.proofs import runner as proofs
+
+    deep = dict(verify._proof_parts("deep"))
+    assert set(deep) == set(proofs.PARTS)  # pool-source and Spacer included
+    assert max(deep, key=lambda p: deep[p]) != max(
+        dict(verify._proof_parts("full")), key=lambda p: dict(verify._proof_parts("full"))[p]
+    )  # ordered by the deep parts' own costs
+    assert verify._proof_level("deep") == "deep" and verify._proof_level("full") == "default"
+
+
 def test_a_mutant_nobody_caught_is_a_failure(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -321,6 +363,39 @@ def test_a_part_that_hangs_is_stopped_and_is_a_failure(monkeypatch: pytest.Monke
     (check,), _ = _parallel(monkeypatch, hangs)
     assert not check.ok
     assert "timed out" in check.summary
+
+
+def test_a_deep_part_that_hangs_is_stopped_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    def spawn_sleeper(task: verify._Task, profile: str) -> None:
+        task.started = verify.time.perf_counter()
+        task.proc = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+        )
+
+    monkeypatch.setattr(verify, "_spawn", spawn_sleeper)
+    monkeypatch.setattr(verify, "DEEP_TASK_TIMEOUT", 1.0)
+    hangs = verify.Runner(
+        "hangs", "x", lambda p: [("all", 1.0)], lambda p, q: None, lambda p, x: []
+    )
+    monkeypatch.setattr(verify, "RUNNERS", [hangs])
+    out = io.StringIO()
+    (check,) = verify.run_all("deep", Console(file=out, width=300), jobs=1, keep=tmp_path)
+    assert not check.ok and "timed out after 1s" in check.summary
+
+
+def test_keep_keeps_each_parts_result(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    vectors = verify.single(verify.run_vectors)
+    monkeypatch.setattr(verify, "RUNNERS", [vectors])
+    out = io.StringIO()
+    (check,) = verify.run_all("fast", Console(file=out, width=300), jobs=1, keep=tmp_path)
+    assert check.ok, check.summary
+    (kept,) = tmp_path.iterdir()
+    assert "payload" in json.loads(kept.read_text())
 
 
 def _inv_free_proved(seconds: float) -> ObligationResult:

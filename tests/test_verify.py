@@ -345,7 +345,8 @@ def test_a_part_that_crashes_in_its_child_is_a_failure(monkeypatch: pytest.Monke
     assert "Traceback" in text  # the child's traceback is shown
 
 
-def test_a_part_that_hangs_is_stopped_and_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+def _hangs(monkeypatch: pytest.MonkeyPatch) -> verify.Runner:
+    """A runner whose one part sleeps for two minutes in its child."""
     import subprocess
     import sys
 
@@ -356,11 +357,12 @@ def test_a_part_that_hangs_is_stopped_and_is_a_failure(monkeypatch: pytest.Monke
         )
 
     monkeypatch.setattr(verify, "_spawn", spawn_sleeper)
+    return verify.Runner("hangs", "x", lambda p: [("all", 1.0)], lambda p, q: None, lambda p, x: [])
+
+
+def test_a_part_that_hangs_is_stopped_and_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verify, "TASK_TIMEOUT", 1.0)
-    hangs = verify.Runner(
-        "hangs", "x", lambda p: [("all", 1.0)], lambda p, q: None, lambda p, x: []
-    )
-    (check,), _ = _parallel(monkeypatch, hangs)
+    (check,), _ = _parallel(monkeypatch, _hangs(monkeypatch))
     assert not check.ok
     assert "timed out" in check.summary
 
@@ -368,21 +370,8 @@ def test_a_part_that_hangs_is_stopped_and_is_a_failure(monkeypatch: pytest.Monke
 def test_a_deep_part_that_hangs_is_stopped_too(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import subprocess
-    import sys
-
-    def spawn_sleeper(task: verify._Task, profile: str) -> None:
-        task.started = verify.time.perf_counter()
-        task.proc = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
-        )
-
-    monkeypatch.setattr(verify, "_spawn", spawn_sleeper)
     monkeypatch.setattr(verify, "DEEP_TASK_TIMEOUT", 1.0)
-    hangs = verify.Runner(
-        "hangs", "x", lambda p: [("all", 1.0)], lambda p, q: None, lambda p, x: []
-    )
-    monkeypatch.setattr(verify, "RUNNERS", [hangs])
+    monkeypatch.setattr(verify, "RUNNERS", [_hangs(monkeypatch)])
     out = io.StringIO()
     (check,) = verify.run_all("deep", Console(file=out, width=300), jobs=1, keep=tmp_path)
     assert not check.ok and "timed out after 1s" in check.summary

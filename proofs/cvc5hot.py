@@ -19,6 +19,13 @@ the first unsat:
 3. **The query whole** (:func:`cvc5more.export`, the lambdas lifted, chains of lambdas
    too: :func:`smtlib.lift_lambdas`). ``sat`` here is a model of the query z3 proved
    unsat: a disagreement.
+3b. **Instances** (:func:`instantiated`): each universal quantifier a hypothesis states
+   (in a positive position) replaced by its instances at the negated goal's Skolem
+   constants and the call's list entries ``bl[0..2]``, the quantified originals dropped;
+   the goal negated and Skolemized (fresh names only). A weakening of the query (each
+   instance follows from its quantifier; :func:`checked` refuses an "instance" whose
+   source is not one of the hypothesis' conjuncts, or whose formula is not that
+   source's instance): its unsat proves the query's, its ``sat`` counts for nothing.
 4. **The list's shape** (:func:`shape_cases`): the query case by case on the call's list
    (how many entries, which of them are one block, which are null, which are this
    pool's); every case's query is the original with the case's facts added and used

@@ -634,7 +634,7 @@ def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[
         obligation=f"cvc5 re-checks {cvc5more.FAMILIES.get(part, part)}",
         kind="second solver",
         technique="cvc5 (SMT-LIB 2 from z3; quantifier-free part, relevant hypotheses, "
-        "whole, the list's shape)",
+        "whole, instances, the list's shape)",
         invariants=(),
         bounds=f"{part}: cvc5 confirms {ok} of {n} queries z3 proved ({lines}; {asks} asks, "
         f"{timeout_ms // 1000} s each); probe {zp}/{cp}"

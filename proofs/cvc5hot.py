@@ -407,25 +407,36 @@ def checked(hyp: list[z3.BoolRef], insts: list[Instance]) -> list[z3.BoolRef] | 
     return [done.get(k, h) for k, h in mine.items()]
 
 
+INSTANCE_PARTS = 16
+"""The goal is split into at most this many parts (:func:`smtlib.split_goal`) for
+:func:`instantiated`, each asked on its own."""
+
+
 def instantiated(
     hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = INSTANCE_MS
 ) -> tuple[str, str]:
-    """Step 3b: the hypothesis with its quantifiers instantiated (:func:`instances`, at
+    """Step 3b: the goal split into its parts (:func:`smtlib.split_goal`: their
+    conjunction is the goal, so the query is unsat iff each part's is); for each part,
+    the hypothesis with its quantifiers instantiated (:func:`instances`, at
     :func:`instance_terms`, checked: :func:`checked`) and the quantified originals
-    dropped, with the goal negated and Skolemized (:func:`negated_goal`): a weakening of
-    the query, so "unsat" proves it; any other answer counts for nothing ("unknown").
-    The second value says why it was not asked, or "instances"."""
-    neg = negated_goal(goal, [*hyp, goal])
-    if neg is None:
-        return "unknown", "instances: a fresh name clashes"
-    terms = instance_terms(hyp, neg)
-    if not terms:
-        return "unknown", "instances: no term"
-    weak = checked(hyp, instances(hyp, terms))
-    if weak is None:
-        return "unknown", "instances: refused (not instances of the hypothesis)"
-    v = _ask([z3.simplify(f) for f in [*weak, *neg]], timeout_ms)
-    return ("unsat" if v == "unsat" else "unknown"), "instances"
+    dropped, with the part negated and Skolemized (:func:`negated_goal`): a weakening of
+    the part's query, so "unsat" on every part proves the query; any other answer counts
+    for nothing ("unknown"). The second value says how ("instances" or "instances: k
+    parts"), or why not."""
+    parts = smtlib.split_goal(goal, INSTANCE_PARTS)
+    for part in parts:
+        neg = negated_goal(part, [*hyp, part])
+        if neg is None:
+            return "unknown", "instances: a fresh name clashes"
+        terms = instance_terms(hyp, neg)
+        if not terms:
+            return "unknown", "instances: no term"
+        weak = checked(hyp, instances(hyp, terms))
+        if weak is None:
+            return "unknown", "instances: refused (not instances of the hypothesis)"
+        if _ask([z3.simplify(f) for f in [*weak, *neg]], timeout_ms) != "unsat":
+            return "unknown", "instances" + (f": a part of {len(parts)}" if len(parts) > 1 else "")
+    return "unsat", "instances" + (f": {len(parts)} parts" if len(parts) > 1 else "")
 
 
 # -- the steps ------------------------------------------------------------------------------
@@ -494,8 +505,9 @@ def confirm(
         return v, how
     if instances_step:
         asks[0] += 1
-        if instantiated(hyp, goal)[0] == "unsat":
-            return "unsat", "instances"
+        iv, ihow = instantiated(hyp, goal)
+        if iv == "unsat":
+            return iv, ihow
     if not shape:
         return v, how
     whole = v

@@ -219,8 +219,17 @@ def _instq() -> tuple[list[z3.BoolRef], z3.BoolRef, z3.BoolRef]:
 
 
 def test_a_goal_is_confirmed_on_instances_at_its_skolem_constant() -> None:
-    hyp, goal, _ = _instq()
+    hyp, goal, wrong = _instq()
     assert cvc5hot.instantiated(hyp, goal) == ("unsat", "instances")
+    # (a conjunction of such goals: part by part, each with its own Skolem constant)
+    w = z3.Int("w")
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    both = z3.And(goal, z3.ForAll([w], f(w) >= 1))
+    assert cvc5hot.instantiated(hyp, both) == ("unsat", "instances: 2 parts")
+    assert cvc5hot.instantiated(hyp, z3.And(goal, wrong)) == (
+        "unknown",
+        "instances: a part of 2",
+    )
 
 
 def test_instantiate_weakens_and_leaves_negative_quantifiers() -> None:

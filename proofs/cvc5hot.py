@@ -268,10 +268,10 @@ SKOLEM = "sk!"
 
 def negated_goal(goal: z3.BoolRef, query: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
     """Formulas whose conjunction has a model (with fresh constants) iff ``not goal`` has
-    one: ``not (a or b)`` as ``not a``, ``not b``; ``not (not a)`` as ``a``; ``not (a and
-    b)`` with ``a`` and ``b`` quantifier-free as itself; ``not (forall x. P)`` as ``not
-    P(c)`` for a fresh constant ``c`` (Skolem's: a witness of ``exists x. not P`` is a
-    value of ``c``, and back). None when a fresh name would clash with one of
+    one: ``not (a or b)`` as ``not a``, ``not b``; ``not (a implies b)`` as ``a``, ``not
+    b``; ``not (not a)`` as ``a``; ``not (forall x. P)`` as ``not P(c)`` for a fresh
+    constant ``c`` (Skolem's: a witness of ``exists x. not P`` is a value of ``c``, and
+    back); any other ``g`` as ``not g``. None when a fresh name would clash with one of
     ``query``'s constants (then nothing is asked)."""
     taken = set(constants(query))
     out: list[z3.BoolRef] = []

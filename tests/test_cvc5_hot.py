@@ -298,6 +298,9 @@ def test_the_negated_goal_is_skolemized_with_fresh_names_only() -> None:
     hyp, goal, _ = _instq()
     neg = cvc5hot.negated_goal(goal, [*hyp, goal])
     assert neg is not None and [str(n) for n in neg] == ["Not(f(sk!0) + 1 > 0)"]
+    p = z3.Bool("p")
+    neg2 = cvc5hot.negated_goal(z3.Or(z3.Not(p), z3.Implies(p, goal)), [*hyp, goal])
+    assert neg2 is not None and [str(n) for n in neg2] == ["p", "p", "Not(f(sk!0) + 1 > 0)"]
     clash = [*hyp, z3.Int(cvc5hot.SKOLEM + "0") == 1]
     assert cvc5hot.negated_goal(goal, clash) is None
     m, bl = z3.Int("m"), z3.Array("bl", z3.IntSort(), z3.IntSort())

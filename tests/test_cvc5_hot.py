@@ -221,7 +221,8 @@ def _instq() -> tuple[list[z3.BoolRef], z3.BoolRef, z3.BoolRef]:
 def test_a_goal_is_confirmed_on_instances_at_its_skolem_constant() -> None:
     hyp, goal, wrong = _instq()
     assert cvc5hot.instantiated(hyp, goal) == ("unsat", "instances")
-    # (a conjunction of such goals: part by part, each with its own Skolem constant)
+    # (a conjunction of such goals: whole it has no Skolem constant, so part by part,
+    # each part with its own)
     w = z3.Int("w")
     f = z3.Function("f", z3.IntSort(), z3.IntSort())
     both = z3.And(goal, z3.ForAll([w], f(w) >= 1))

@@ -22,7 +22,8 @@ the first unsat:
 3b. **Instances** (:func:`instantiated`): each universal quantifier a hypothesis states
    (in a positive position) replaced by its instances at the negated goal's Skolem
    constants and the call's list entries ``bl[0..2]``, the quantified originals dropped;
-   the goal negated and Skolemized (fresh names only). A weakening of the query (each
+   the goal negated and Skolemized (fresh names only), whole, then each of its parts
+   (:func:`smtlib.split_goal`) on its own. A weakening of the query (each
    instance follows from its quantifier; :func:`checked` refuses an "instance" whose
    source is not one of the hypothesis' conjuncts, or whose formula is not that
    source's instance): its unsat proves the query's, its ``sat`` counts for nothing.

@@ -19,6 +19,14 @@ the first unsat:
 3. **The query whole** (:func:`cvc5more.export`, the lambdas lifted, chains of lambdas
    too: :func:`smtlib.lift_lambdas`). ``sat`` here is a model of the query z3 proved
    unsat: a disagreement.
+3b. **Instances** (:func:`instantiated`): each universal quantifier a hypothesis states
+   (in a positive position) replaced by its instances at the negated goal's Skolem
+   constants and the call's list entries ``bl[0..2]``, the quantified originals dropped;
+   the goal negated and Skolemized (fresh names only), whole, then each of its parts
+   (:func:`smtlib.split_goal`) on its own. A weakening of the query (each
+   instance follows from its quantifier; :func:`checked` refuses an "instance" whose
+   source is not one of the hypothesis' conjuncts, or whose formula is not that
+   source's instance): its unsat proves the query's, its ``sat`` counts for nothing.
 4. **The list's shape** (:func:`shape_cases`): the query case by case on the call's list
    (how many entries, which of them are one block, which are null, which are this
    pool's); every case's query is the original with the case's facts added and used
@@ -250,6 +258,202 @@ def shape_cases(
     return out if walk(hyp, goal, (), 0) else None
 
 
+# -- step 3b: instances of the quantified hypotheses ----------------------------------------
+
+INSTANCE_MS = 8000
+"""cvc5's time limit on the instantiated query (:func:`instantiated`)."""
+
+SKOLEM = "sk!"
+"""The prefix of the negated goal's fresh constants (:func:`negated_goal`)."""
+
+
+def negated_goal(goal: z3.BoolRef, query: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
+    """Formulas whose conjunction has a model (with fresh constants) iff ``not goal`` has
+    one: ``not (a or b)`` as ``not a``, ``not b``; ``not (a implies b)`` as ``a``, ``not
+    b``; ``not (not a)`` as ``a``; ``not (forall x. P)`` as ``not P(c)`` for a fresh
+    constant ``c`` (Skolem's: a witness of ``exists x. not P`` is a value of ``c``, and
+    back); any other ``g`` as ``not g``. None when a fresh name would clash with one of
+    ``query``'s constants (then nothing is asked)."""
+    taken = set(constants(query))
+    out: list[z3.BoolRef] = []
+    made: list[str] = []
+    todo: list[z3.BoolRef] = [goal]
+    while todo:
+        g = todo.pop()
+        if z3.is_or(g):
+            todo.extend(reversed(g.children()))
+        elif z3.is_app_of(g, z3.Z3_OP_IMPLIES):
+            out.append(g.arg(0))
+            todo.append(g.arg(1))
+        elif z3.is_not(g):
+            out.append(g.arg(0))
+        elif z3.is_quantifier(g) and g.is_forall():
+            cs = []
+            for i in range(g.num_vars()):
+                name = f"{SKOLEM}{len(made)}"
+                if name in taken:
+                    return None
+                made.append(name)
+                cs.append(z3.Const(name, g.var_sort(i)))
+            todo.append(z3.substitute_vars(g.body(), *reversed(cs)))
+        else:
+            out.append(z3.Not(g))
+    return out
+
+
+def _loose(e: z3.ExprRef) -> bool:
+    """Does ``e`` hold a bound variable (it is then no ground term)?"""
+    seen: set[int] = set()
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_var(x) or z3.is_quantifier(x):
+            return True
+        todo.extend(x.children())
+    return False
+
+
+def instantiate(h: z3.BoolRef, terms: tuple[z3.ExprRef, ...]) -> z3.BoolRef:
+    """``h`` with each universal quantifier of one variable that it states (in a positive
+    position: reached through ``and``, ``or``, the consequent of ``implies``, an even
+    number of ``not``) replaced by the conjunction of its body at each of ``terms`` of
+    the variable's sort (the instances' own such quantifiers too). Each
+    instance follows from the quantifier, and ``h`` only gets weaker where its parts do:
+    ``h`` implies the result. Quantifiers elsewhere (under ``ite``, ``==``, a binder)
+    are left as they are. Not simplified: built the same way twice, it is the same
+    term (:func:`checked` compares; z3's simplifier orders arguments by term id, which a
+    second run need not repeat)."""
+    memo: dict[tuple[int, bool], z3.BoolRef] = {}
+
+    def walk(e: z3.BoolRef, positive: bool) -> z3.BoolRef:
+        key = (e.get_id(), positive)
+        if key in memo:
+            return memo[key]
+        r = e
+        if z3.is_quantifier(e):
+            if e.is_forall() and positive and e.num_vars() == 1:
+                srt = e.var_sort(0)
+                r = z3.And(
+                    [
+                        instantiate(z3.substitute_vars(e.body(), t), terms)
+                        for t in terms
+                        if t.sort() == srt
+                    ]
+                )
+        elif z3.is_and(e):
+            r = z3.And([walk(c, positive) for c in e.children()])
+        elif z3.is_or(e):
+            r = z3.Or([walk(c, positive) for c in e.children()])
+        elif z3.is_not(e):
+            r = z3.Not(walk(e.arg(0), not positive))
+        elif z3.is_app_of(e, z3.Z3_OP_IMPLIES):
+            r = z3.Implies(walk(e.arg(0), not positive), walk(e.arg(1), positive))
+        memo[key] = r
+        return r
+
+    if any(_loose(t) for t in terms):
+        raise ValueError("an instance's term holds a bound variable")
+    return walk(h, True)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """``source`` (one of the hypothesis' conjuncts) instantiated at ``terms``:
+    ``formula`` must be :func:`instantiate` ``(source, terms)``."""
+
+    source: z3.BoolRef
+    terms: tuple[z3.ExprRef, ...]
+    formula: z3.BoolRef
+
+
+def instance_terms(hyp: list[z3.BoolRef], negated: list[z3.BoolRef]) -> tuple[z3.ExprRef, ...]:
+    """The terms to instantiate at: the negated goal's fresh constants and the call's
+    list entries ``bl[k]`` (k < :data:`ENTRIES`), where the query has them (one round:
+    measured, these settle ``unpin_blocks``' open posts; the index terms those instances
+    read, a second round, made queries neither solver decided in 15 s)."""
+    out: list[z3.ExprRef] = [c for name, c in constants(negated).items() if name.startswith(SKOLEM)]
+    cs = constants([*hyp, *negated])
+    if "bl" in cs and z3.is_array(cs["bl"]):
+        out += [z3.Select(cs["bl"], k) for k in range(ENTRIES)]
+    return tuple(out)
+
+
+def instances(hyp: list[z3.BoolRef], terms: tuple[z3.ExprRef, ...]) -> list[Instance]:
+    """Each conjunct of ``hyp`` (:func:`conjuncts`) that states a quantifier,
+    instantiated at ``terms``."""
+    out = []
+    for h in conjuncts(hyp):
+        f = instantiate(h, terms)
+        if not f.eq(h):
+            out.append(Instance(h, terms, f))
+    return out
+
+
+def checked(hyp: list[z3.BoolRef], insts: list[Instance]) -> list[z3.BoolRef] | None:
+    """The hypothesis' conjuncts with each instantiated one replaced by its instances,
+    a weakening of ``hyp`` (so its unsat, with the negated goal, proves the query's);
+    None (refused) when an instance's source is not one of ``hyp``'s conjuncts, its
+    terms hold a bound variable, or its formula is not :func:`instantiate`'s own."""
+    mine = {h.get_id(): h for h in conjuncts(hyp)}
+    done: dict[int, z3.BoolRef] = {}
+    for i in insts:
+        if i.source.get_id() not in mine or any(_loose(t) for t in i.terms):
+            return None
+        if not i.formula.eq(instantiate(i.source, i.terms)):
+            return None
+        done[i.source.get_id()] = i.formula
+    return [done.get(k, h) for k, h in mine.items()]
+
+
+INSTANCE_PARTS = 16
+"""The goal is split into at most this many parts (:func:`smtlib.split_goal`) for
+:func:`instantiated`, each asked on its own."""
+
+
+def instantiated(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = INSTANCE_MS
+) -> tuple[str, str]:
+    """Step 3b: the goal whole, then (if cvc5 does not say unsat) split into its parts
+    (:func:`smtlib.split_goal`: their conjunction is the goal, so the query is unsat iff
+    each part's is; measured, some posts are confirmed whole in 1 to 5 s and not in 8 s
+    a part, others only part by part); for the goal or each part,
+    the hypothesis with its quantifiers instantiated (:func:`instances`, at
+    :func:`instance_terms`, checked: :func:`checked`) and the quantified originals
+    dropped, with the part negated and Skolemized (:func:`negated_goal`): a weakening of
+    the part's query, so "unsat" on every part proves the query; any other answer counts
+    for nothing ("unknown"). The second value says how ("instances" or "instances: k
+    parts"), or why not."""
+    v, how = _instantiated_parts(hyp, [goal], timeout_ms)
+    if v == "unsat" or how.startswith("instances: refused"):
+        return v, how
+    parts = smtlib.split_goal(goal, INSTANCE_PARTS)
+    if len(parts) == 1:
+        return v, how
+    return _instantiated_parts(hyp, parts, timeout_ms)
+
+
+def _instantiated_parts(
+    hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int
+) -> tuple[str, str]:
+    """:func:`instantiated` on the goal's ``parts`` (whose conjunction is the goal)."""
+    for part in parts:
+        neg = negated_goal(part, [*hyp, part])
+        if neg is None:
+            return "unknown", "instances: a fresh name clashes"
+        terms = instance_terms(hyp, neg)
+        if not terms:
+            return "unknown", "instances: no term"
+        weak = checked(hyp, instances(hyp, terms))
+        if weak is None:
+            return "unknown", "instances: refused (not instances of the hypothesis)"
+        if _ask([z3.simplify(f) for f in [*weak, *neg]], timeout_ms) != "unsat":
+            return "unknown", "instances" + (f": a part of {len(parts)}" if len(parts) > 1 else "")
+    return "unsat", "instances" + (f": {len(parts)} parts" if len(parts) > 1 else "")
+
+
 # -- the steps ------------------------------------------------------------------------------
 
 
@@ -304,14 +508,22 @@ def confirm(
     timeout_ms: int = TIMEOUT_MS,
     shape: bool = True,
     asks: list[int] | None = None,
+    instances_step: bool = True,
 ) -> tuple[str, str]:
     """cvc5's verdict on ``hyp and not goal`` (the module's steps) and the step that
-    settled it: "quantifier-free part", "relevant hypotheses", "whole", "shape: k cases",
-    or why not."""
+    settled it: "quantifier-free part", "relevant hypotheses", "whole", "instances",
+    "shape: k cases", or why not."""
     asks = [0] if asks is None else asks
     hyp, goal = normalise(hyp, goal)
     v, how = _direct(hyp, goal, timeout_ms, asks)
-    if v in ("unsat", "sat") or not shape:
+    if v in ("unsat", "sat"):
+        return v, how
+    if instances_step:
+        asks[0] += 1
+        iv, ihow = instantiated(hyp, goal)
+        if iv == "unsat":
+            return iv, ihow
+    if not shape:
         return v, how
     whole = v
     own, calls = shape_atoms([*hyp, goal])
@@ -361,7 +573,14 @@ came between single failures."""
 FAMILIES = ("hot-source", "pool-source")
 """The runner's parts whose proved queries this module asks (:data:`cvc5more.FAMILIES`)."""
 
-STEPS = ("quantifier-free part", "relevant hypotheses", "whole", "shape", "ite cases")
+STEPS = (
+    "quantifier-free part",
+    "relevant hypotheses",
+    "whole",
+    "instances",
+    "shape",
+    "ite cases",
+)
 """The steps of :func:`confirm` a row counts queries by, in order."""
 
 
@@ -442,7 +661,7 @@ def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[
         obligation=f"cvc5 re-checks {cvc5more.FAMILIES.get(part, part)}",
         kind="second solver",
         technique="cvc5 (SMT-LIB 2 from z3; quantifier-free part, relevant hypotheses, "
-        "whole, the list's shape)",
+        "whole, instances, the list's shape)",
         invariants=(),
         bounds=f"{part}: cvc5 confirms {ok} of {n} queries z3 proved ({lines}; {asks} asks, "
         f"{timeout_ms // 1000} s each); probe {zp}/{cp}"

@@ -1,10 +1,11 @@
 """cvc5 on the hot paths' queries from source (proofs/cvc5hot.py), on toy queries.
 
 Each rewrite has a seeded bug it must catch: a "subset" of the hypotheses that holds a
-formula not among them proves nothing; a subset's sat is no disagreement, but the query's
-is; a shape split that lost a case is caught by the coverage check; a lambda chain's
-axiom keeps the query's models. The real queries (seconds each) run in ``make
-proofs-deep``'s "pool-source" part.
+formula not among them proves nothing; so does an "instance" of a formula that is no
+hypothesis, or one at a term the goal does not need; a subset's sat is no
+disagreement, but the query's is; a shape split that lost a case is caught by the
+coverage check; a lambda chain's axiom keeps the query's models. The real queries
+(seconds each) run in ``make proofs-deep``'s "pool-source" part.
 """
 
 from __future__ import annotations
@@ -198,6 +199,114 @@ def test_the_shape_split_is_given_up_after_failing_in_a_row() -> None:
     n = cvc5hot.SHAPE_GIVE_UP
     assert shapes == [True] * n + [False] * (5 - n) + [True]
     assert by_method["touch"].open[-1].endswith(f"the shape not asked: {n} failed in a row)")
+
+
+# -- step 3b: instances of the quantified hypotheses ---------------------------------------
+
+
+def _instq() -> tuple[list[z3.BoolRef], z3.BoolRef, z3.BoolRef]:
+    """A goal over every position (``forall z. f(z) + 1 > 0``) that follows from a
+    quantified hypothesis at the goal's Skolem constant; and a wrong one."""
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    p, c = z3.Bool("p"), z3.Int("c")
+    x, y, z = z3.Ints("x y z")
+    hyp = [
+        z3.ForAll([x], f(x) > 0),
+        z3.Or(z3.Not(p), z3.ForAll([y], f(y) > 1)),
+        c == 7,
+    ]
+    return hyp, z3.ForAll([z], f(z) + 1 > 0), z3.ForAll([z], f(z) > 1)
+
+
+def test_a_goal_is_confirmed_on_instances_at_its_skolem_constant() -> None:
+    hyp, goal, wrong = _instq()
+    assert cvc5hot.instantiated(hyp, goal) == ("unsat", "instances")
+    # (a conjunction of such goals: whole it has no Skolem constant, so part by part,
+    # each part with its own)
+    w = z3.Int("w")
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    both = z3.And(goal, z3.ForAll([w], f(w) >= 1))
+    assert cvc5hot.instantiated(hyp, both) == ("unsat", "instances: 2 parts")
+    assert cvc5hot.instantiated(hyp, z3.And(goal, wrong)) == (
+        "unknown",
+        "instances: a part of 2",
+    )
+
+
+def test_instantiate_weakens_and_leaves_negative_quantifiers() -> None:
+    """Each instantiated conjunct follows from its source (z3 proves it); a quantifier
+    under ``not`` is not instantiated; a term holding a bound variable is refused."""
+    hyp, _, _ = _instq()
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    x = z3.Int("x")
+    terms = (z3.Int("c"), z3.Int("d"))
+    for h in hyp:
+        w = cvc5hot.instantiate(h, terms)
+        s = z3.Solver()
+        s.add(h, z3.Not(w))
+        assert s.check() == z3.unsat, h
+    neg = z3.Not(z3.ForAll([x], f(x) > 0))
+    assert cvc5hot.instantiate(neg, terms).eq(neg)
+    assert str(cvc5hot.instantiate(hyp[1], terms)) == "Or(Not(p), And(f(c) > 1, f(d) > 1))"
+    with pytest.raises(ValueError):
+        cvc5hot.instantiate(hyp[0], (z3.Var(0, z3.IntSort()),))
+
+
+def test_a_wrong_goal_stays_unconfirmed_after_instantiation() -> None:
+    """The seeded bug: ``forall z. f(z) > 1`` does not follow (``p`` may be false). The
+    instantiated query is sat: it counts for nothing ("unknown"), and the query stays
+    unconfirmed (cvc5 finds no model of ``f`` whole at its default: unknown)."""
+    hyp, _, wrong = _instq()
+    assert cvc5hot.instantiated(hyp, wrong)[0] == "unknown"
+    assert cvc5hot.confirm(hyp, wrong, shape=False)[0] != "unsat"
+
+
+def test_an_instance_at_the_wrong_term_does_not_confirm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seeded bug: the hypothesis instantiated at ``c``, not at the goal's Skolem
+    constant: the weakened query has a model, so nothing is confirmed."""
+    hyp, goal, _ = _instq()
+    monkeypatch.setattr(cvc5hot, "instance_terms", lambda h, n: (z3.Int("c"),))
+    assert cvc5hot.instantiated(hyp, goal)[0] == "unknown"
+
+
+def test_an_instance_of_a_formula_that_is_no_hypothesis_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seeded bugs: an "instance" of ``forall x. f(x) > 5`` (no hypothesis: it would
+    prove the wrong goal), and an instance of a real hypothesis whose formula was
+    altered. Both refused: nothing asked, not confirmed."""
+    hyp, _, wrong = _instq()
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    x = z3.Int("x")
+    sk = z3.Int(cvc5hot.SKOLEM + "0")
+    fake = z3.ForAll([x], f(x) > 5)
+    real = cvc5hot.instances
+    for bad in (
+        [cvc5hot.Instance(fake, (sk,), cvc5hot.instantiate(fake, (sk,)))],
+        [cvc5hot.Instance(hyp[0], (sk,), f(sk) > 5)],
+    ):
+        assert cvc5hot.checked(hyp, bad) is None
+        monkeypatch.setattr(cvc5hot, "instances", lambda h, t, bad=bad: real(h, t) + bad)
+        assert cvc5hot.instantiated(hyp, wrong) == (
+            "unknown",
+            "instances: refused (not instances of the hypothesis)",
+        )
+
+
+def test_the_negated_goal_is_skolemized_with_fresh_names_only() -> None:
+    hyp, goal, _ = _instq()
+    neg = cvc5hot.negated_goal(goal, [*hyp, goal])
+    assert neg is not None and [str(n) for n in neg] == ["Not(f(sk!0) + 1 > 0)"]
+    p = z3.Bool("p")
+    neg2 = cvc5hot.negated_goal(z3.Or(z3.Not(p), z3.Implies(p, goal)), [*hyp, goal])
+    assert neg2 is not None and [str(n) for n in neg2] == ["p", "p", "Not(f(sk!0) + 1 > 0)"]
+    clash = [*hyp, z3.Int(cvc5hot.SKOLEM + "0") == 1]
+    assert cvc5hot.negated_goal(goal, clash) is None
+    m, bl = z3.Int("m"), z3.Array("bl", z3.IntSort(), z3.IntSort())
+    terms = cvc5hot.instance_terms([m >= 0, bl[0] >= 0], neg)
+    assert [str(t) for t in terms] == ["sk!0", "bl[0]", "bl[1]", "bl[2]"]
 
 
 # -- the real queries (make test-deep) --------------------------------------------------------

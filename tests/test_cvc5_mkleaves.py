@@ -125,3 +125,37 @@ def test_the_deep_multikey_row_asks_the_branches(monkeypatch: pytest.MonkeyPatch
     rows = runner.run("deep", "multikey")
     (row,) = [r for r in rows if r.obligation.startswith("cvc5 re-checks blocks with several")]
     assert row.status == "agree" and "one by its goal's branches" in row.bounds
+
+
+@pytest.mark.parametrize("part", ["twopool", "twopooln", "twolists"])
+@pytest.mark.parametrize("at_least, status", [(2, "agree"), (3, "disagree")])
+def test_the_deep_two_pool_rows_ask_the_branches(
+    monkeypatch: pytest.MonkeyPatch, part: str, at_least: int, status: str
+) -> None:
+    """The runner's wiring of the two-pool part's three cvc5 rows (the deep run left six of
+    twopool's quantifier-free queries unknown alone at every limit): with the part's proofs
+    stubbed by one query z3 proves and cvc5 starved at every limit, the row confirms it on
+    its goal's branches; with the recorded goal swapped for a false one (seeded bug: ``x =
+    y = 1`` is a model), the row is a disagreement."""
+    from kvpool.proofs import runner, twolists, twopool, twopooln
+    from kvpool.proofs.model import Record, isolated_check
+
+    def prove(*args: object) -> list[dict[str, object]]:
+        isolated_check([X > 0, Y > 0], _sum(2), 5000)
+        return []
+
+    for mod, name in ((twopool, "twopool"), (twopooln, "twopooln"), (twolists, "twolists")):
+        monkeypatch.setattr(mod, "all_rows", prove if name == part else lambda *a: [])
+    _starved(monkeypatch)
+    if at_least == 3:
+        real = cvc5more.groups
+
+        def swapped(records: list[Record]) -> list[cvc5more.Group]:
+            return real([(n, h, _sum(at_least), s) for n, h, _, s in records])
+
+        monkeypatch.setattr(cvc5more, "groups", swapped)
+    rows = runner.run("deep", "twopool")
+    (row,) = [r for r in rows if r.obligation == f"cvc5 re-checks {cvc5more.FAMILIES[part]}"]
+    assert row.status == status
+    if status == "agree":
+        assert "one by its goal's branches" in row.bounds

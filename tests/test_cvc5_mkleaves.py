@@ -73,6 +73,27 @@ def test_a_query_with_no_branch_stays_unknown(monkeypatch: pytest.MonkeyPatch) -
     assert h.verdicts == ["unknown"] and h.asks == 3
 
 
+@pytest.mark.parametrize("at_least, verdict", [(2, "unsat"), (3, "sat")])
+def test_a_quantified_query_unknown_after_every_step_is_asked_on_its_branches(
+    monkeypatch: pytest.MonkeyPatch, at_least: int, verdict: str
+) -> None:
+    """A quantified query (two pools' every-N PERM for FreeBlocks: unknown under every
+    setting, its parts and its cases) is asked on its goal's branches last: confirmed when
+    true, a disagreement when false (seeded: ``x = y = 1``), and unknown without ``leaves``."""
+    _starved(monkeypatch)
+    monkeypatch.setattr(cvc5more, "_cases", lambda *a: "unknown")
+    z = z3.Int("z")  # (linear arithmetic: cvc5 decides it, so finds the false one sat)
+    hyp = [X > 0, Y > 0, z3.ForAll([z], z3.Implies(z > X, z > 0))]
+    g = cvc5more.confirm(
+        cvc5more.Group("two pools", hyp, [_sum(at_least)]), cases=True, leaves=cvc5leaves.confirm
+    )
+    assert g.verdicts == [verdict]
+    if verdict == "unsat":
+        assert "one by its goal's branches" in g.how
+    h = cvc5more.confirm(cvc5more.Group("two pools", hyp, [_sum(at_least)]), cases=True)
+    assert h.verdicts == ["unknown"]
+
+
 @pytest.mark.deep
 @pytest.mark.parametrize("n", [5, 6])
 def test_the_multikey_query_cvc5_left_unknown_is_settled_on_its_branches(n: int) -> None:
@@ -85,6 +106,28 @@ def test_the_multikey_query_cvc5_left_unknown_is_settled_on_its_branches(n: int)
     assert all(g.status == "proved" for g in gs)
     (g,) = cvc5more.groups(rec)
     hard = [q for q in g.goals if {"s.registered", "s.fired"} <= set(constants([q]))]
+    assert len(hard) == 1
+    assert cvc5more._by_leaves(g, hard[0], cvc5leaves.confirm) == "unsat"
+    assert "one by its goal's branches (leaves: " in g.how
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("caller", [0, 1])
+def test_the_two_pool_queries_cvc5_left_unknown_are_settled_on_their_branches(
+    caller: int,
+) -> None:
+    """Two of the six queries the deep twopool cvc5 row left unknown alone at every limit:
+    FREE-FORWARD's step for FreeBlocks at N = 6+6 on either pool, its conjunct ``ok ==
+    (no entry out of range and no block freed more often than its ref count)`` (the other
+    four, INV-WATCH's for UnpinBlocks, are the multikey conjunct's kind: tens of CPU s)."""
+    from kvpool.proofs import twopool
+
+    st = twopool.build((6, 6))
+    with recording() as rec, named("two pools"):
+        gs = twopool.step_goals(st, ("FREE-FORWARD",), ops=("FreeBlocks",), callers=(caller,))
+    assert all(g.status == "proved" for g in gs)
+    (g,) = cvc5more.groups(rec)
+    hard = [q for q in g.goals if z3.is_eq(q)]
     assert len(hard) == 1
     assert cvc5more._by_leaves(g, hard[0], cvc5leaves.confirm) == "unsat"
     assert "one by its goal's branches (leaves: " in g.how

@@ -513,7 +513,7 @@ def _by_leaves(g: Group, goal: z3.BoolRef, leaves: Leaves) -> str:
     is unsat in 50 cases, all closed on their quantifier-free part, coverage unsat:
     64.8 CPU s (130 s of wall time). Two pools' (2026-12-06, load average 4): INV-WATCH's
     same conjunct for UnpinBlocks at N = 6+6, 34 closed cases, 45 CPU s; the every-N
-    step's PERM for FreeBlocks (quantified), 201 cases, 69.4 CPU s."""
+    step's PERM for FreeBlocks (quantified), 171 to 335 cases, 53 to 118 CPU s."""
     g.asks += 1
     got = leaves(g.hyp, goal)
     if got is None:  # (no ite condition to split on)

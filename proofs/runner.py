@@ -1633,7 +1633,7 @@ def run(
         # (as multikey's below: a query cvc5 leaves unknown alone, at every limit or after
         # every step, is asked case by case on its goal's branches, cvc5leaves.confirm; the
         # first whole deep run (12-06) left INV-WATCH / UnpinBlocks at 6+6 and the every-N PERM /
-        # FreeBlocks so, the latter in 201 cases)
+        # FreeBlocks so, the latter in up to 335 cases)
         two = functools.partial(cvc5leaves.confirm, max_leaves=cvc5leaves.TWO_POOL_LEAVES)
         more = cvc5more.rows("twopool", rec, p["cvc5_more"], two)
         rows += [ObligationResult(**r) for r in more]

@@ -58,6 +58,15 @@ MAX_LEAVES = 160
 Measured 2026-12-06: ``append_n``'s post has 70 leaves, ``_remove``'s 7, the every-N
 induction's ``S and T => PERM / FreeBlocks`` 131 cases."""
 
+TWO_POOL_LEAVES = 3 * MAX_LEAVES
+"""The cap on cases for the two-pool part's cvc5 rows (the runner passes
+``confirm`` with it): the every-N step's PERM for FreeBlocks, quantified and unknown
+under every setting whole, splits on both pools' entries. Measured 2026-12-06 (load
+average 3 to 4), coverage unsat each time: called on pool 0, for pool 0 unsat in 201
+cases (138 leaves, 63 closed), 69.4 CPU s (126 s of wall time), for pool 1 in 177, 54.6
+CPU s; called on pool 1, for pool 0 in 171, 53.3 CPU s, for pool 1 in 335 (219 leaves),
+118.4 CPU s (154 s)."""
+
 PART_OPTIONS: tuple[dict[str, str], ...] = ({}, {"full-saturate-quant": "true"})
 """cvc5's settings tried in turn on each part of a leaf it left unknown whole."""
 

@@ -407,7 +407,13 @@ def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
     return v
 
 
-def _confirm(g: Group, goals: list[z3.BoolRef], timeout_ms: int, cases: bool) -> list[str]:
+def _confirm(
+    g: Group,
+    goals: list[z3.BoolRef],
+    timeout_ms: int,
+    cases: bool,
+    leaves: Leaves | None = None,
+) -> list[str]:
     if g.asks >= MAX_ASKS:  # (the group's budget is spent: the rest are not confirmed)
         return ["unknown"] * len(goals)
     g.asks += 1
@@ -430,16 +436,18 @@ def _confirm(g: Group, goals: list[z3.BoolRef], timeout_ms: int, cases: bool) ->
     if len(goals) > 1:  # unknown, or sat (then the halves find which query): in halves
         g.how = g.how or "in halves"
         half = len(goals) // 2
-        left = _confirm(g, goals[:half], timeout_ms, cases)
+        left = _confirm(g, goals[:half], timeout_ms, cases, leaves)
         if "sat" in left:  # (a disagreement: the rest need not be asked)
             return left + ["not asked"] * (len(goals) - half)
-        return left + _confirm(g, goals[half:], timeout_ms, cases)
+        return left + _confirm(g, goals[half:], timeout_ms, cases, leaves)
     if quantified(text):
         v = _single(g, g.hyp, goals[0], timeout_ms)
         if v == "unknown" and cases:
             v = _cases(g, goals[0], timeout_ms)
         if v == "unknown":
             v = _long(g, goals[0])
+        if v == "unknown" and leaves is not None:  # (last: case by case on its branches)
+            v = _by_leaves(g, goals[0], leaves)
     return [v]
 
 
@@ -454,8 +462,8 @@ def confirm(
     doc says; with ``cases``, a single query still unknown is asked case by case on the
     atoms :data:`CASES` names for its obligation; with ``one_by_one``, what the halving
     left unknown is asked alone (:func:`_one_by_one`), and with ``leaves`` one still unknown
-    alone case by case on its goal's branches."""
-    g.verdicts = _confirm(g, g.goals, timeout_ms, cases)
+    alone (quantified or not) case by case on its goal's branches (:func:`_by_leaves`)."""
+    g.verdicts = _confirm(g, g.goals, timeout_ms, cases, leaves)
     if one_by_one:
         _one_by_one(g, timeout_ms, leaves)
     g.how = g.how or "whole"
@@ -483,8 +491,10 @@ Leaves = Callable[[list[z3.BoolRef], z3.BoolRef], tuple[str, str] | None]
 
 
 def _by_leaves(g: Group, goal: z3.BoolRef, leaves: Leaves) -> str:
-    """One quantifier-free query of ``g`` cvc5 left unknown alone at every limit, asked
-    case by case on its goal's ``ite`` conditions (``leaves``: ``cvc5leaves.confirm``).
+    """One query of ``g`` cvc5 left unknown alone (a quantifier-free one at every limit,
+    :func:`_one_by_one`; a quantified one after the ladder, its parts, its cases and
+    :data:`LONG`, :func:`_confirm`), asked case by case on its goal's ``ite`` conditions
+    (``leaves``: ``cvc5leaves.confirm``).
 
     Why unsat there is unsat of the query z3 proved: the fixed constants (the call's
     kind) are substituted, the equations kept, and hypothesis and goal simplified (each
@@ -501,7 +511,9 @@ def _by_leaves(g: Group, goal: z3.BoolRef, leaves: Leaves) -> str:
     the deep run left unknown alone at 5, 20 and 60 s (INV-WATCH's step for UnpinBlocks at
     N = 6, its conjunct ``registered == fired + #pending``, 231 queries in its group)
     is unsat in 50 cases, all closed on their quantifier-free part, coverage unsat:
-    64.8 CPU s (130 s of wall time)."""
+    64.8 CPU s (130 s of wall time). Two pools' (2026-12-06, load average 4): INV-WATCH's
+    same conjunct for UnpinBlocks at N = 6+6, 34 closed cases, 45 CPU s; the every-N
+    step's PERM for FreeBlocks (quantified), 171 to 335 cases, 53 to 118 CPU s."""
     g.asks += 1
     got = leaves(g.hyp, goal)
     if got is None:  # (no ite condition to split on)

@@ -73,6 +73,27 @@ def test_a_query_with_no_branch_stays_unknown(monkeypatch: pytest.MonkeyPatch) -
     assert h.verdicts == ["unknown"] and h.asks == 3
 
 
+@pytest.mark.parametrize("at_least, verdict", [(2, "unsat"), (3, "sat")])
+def test_a_quantified_query_unknown_after_every_step_is_asked_on_its_branches(
+    monkeypatch: pytest.MonkeyPatch, at_least: int, verdict: str
+) -> None:
+    """A quantified query (two pools' every-N PERM for FreeBlocks: unknown under every
+    setting, its parts and its cases) is asked on its goal's branches last: confirmed when
+    true, a disagreement when false (seeded: ``x = y = 1``), and unknown without ``leaves``."""
+    _starved(monkeypatch)
+    monkeypatch.setattr(cvc5more, "_cases", lambda *a: "unknown")
+    z = z3.Int("z")  # (linear arithmetic: cvc5 decides it, so finds the false one sat)
+    hyp = [X > 0, Y > 0, z3.ForAll([z], z3.Implies(z > X, z > 0))]
+    g = cvc5more.confirm(
+        cvc5more.Group("two pools", hyp, [_sum(at_least)]), cases=True, leaves=cvc5leaves.confirm
+    )
+    assert g.verdicts == [verdict]
+    if verdict == "unsat":
+        assert "one by its goal's branches" in g.how
+    h = cvc5more.confirm(cvc5more.Group("two pools", hyp, [_sum(at_least)]), cases=True)
+    assert h.verdicts == ["unknown"]
+
+
 @pytest.mark.deep
 @pytest.mark.parametrize("n", [5, 6])
 def test_the_multikey_query_cvc5_left_unknown_is_settled_on_its_branches(n: int) -> None:
@@ -85,6 +106,25 @@ def test_the_multikey_query_cvc5_left_unknown_is_settled_on_its_branches(n: int)
     assert all(g.status == "proved" for g in gs)
     (g,) = cvc5more.groups(rec)
     hard = [q for q in g.goals if {"s.registered", "s.fired"} <= set(constants([q]))]
+    assert len(hard) == 1
+    assert cvc5more._by_leaves(g, hard[0], cvc5leaves.confirm) == "unsat"
+    assert "one by its goal's branches (leaves: " in g.how
+
+
+@pytest.mark.deep
+def test_the_two_pool_query_cvc5_left_unknown_is_settled_on_its_branches() -> None:
+    """One of the six queries the deep twopool cvc5 row left unknown alone at every limit:
+    INV-WATCH's step for UnpinBlocks at N = 6+6 on pool 0, ``registered == fired +
+    #pending`` (the multikey conjunct's kind; 34 closed cases, tens of CPU s)."""
+    from kvpool.proofs import twopool
+
+    st = twopool.build((6, 6))
+    with recording() as rec, named("two pools"):
+        gs = twopool.step_goals(st, ("INV-WATCH",), ops=("UnpinBlocks",), callers=(0,))
+    assert all(g.status == "proved" for g in gs)
+    (g,) = cvc5more.groups(rec)
+    mine = {"w.p0.registered", "w.p0.fired"}
+    hard = [q for q in g.goals if z3.is_eq(q) and mine <= set(constants([q]))]
     assert len(hard) == 1
     assert cvc5more._by_leaves(g, hard[0], cvc5leaves.confirm) == "unsat"
     assert "one by its goal's branches (leaves: " in g.how
@@ -125,3 +165,37 @@ def test_the_deep_multikey_row_asks_the_branches(monkeypatch: pytest.MonkeyPatch
     rows = runner.run("deep", "multikey")
     (row,) = [r for r in rows if r.obligation.startswith("cvc5 re-checks blocks with several")]
     assert row.status == "agree" and "one by its goal's branches" in row.bounds
+
+
+@pytest.mark.parametrize("part", ["twopool", "twopooln", "twolists"])
+@pytest.mark.parametrize("at_least, status", [(2, "agree"), (3, "disagree")])
+def test_the_deep_two_pool_rows_ask_the_branches(
+    monkeypatch: pytest.MonkeyPatch, part: str, at_least: int, status: str
+) -> None:
+    """The runner's wiring of the two-pool part's three cvc5 rows (the deep run left six of
+    twopool's quantifier-free queries unknown alone at every limit): with the part's proofs
+    stubbed by one query z3 proves and cvc5 starved at every limit, the row confirms it on
+    its goal's branches; with the recorded goal swapped for a false one (seeded bug: ``x =
+    y = 1`` is a model), the row is a disagreement."""
+    from kvpool.proofs import runner, twolists, twopool, twopooln
+    from kvpool.proofs.model import Record, isolated_check
+
+    def prove(*args: object) -> list[dict[str, object]]:
+        isolated_check([X > 0, Y > 0], _sum(2), 5000)
+        return []
+
+    for mod, name in ((twopool, "twopool"), (twopooln, "twopooln"), (twolists, "twolists")):
+        monkeypatch.setattr(mod, "all_rows", prove if name == part else lambda *a: [])
+    _starved(monkeypatch)
+    if at_least == 3:
+        real = cvc5more.groups
+
+        def swapped(records: list[Record]) -> list[cvc5more.Group]:
+            return real([(n, h, _sum(at_least), s) for n, h, _, s in records])
+
+        monkeypatch.setattr(cvc5more, "groups", swapped)
+    rows = runner.run("deep", "twopool")
+    (row,) = [r for r in rows if r.obligation == f"cvc5 re-checks {cvc5more.FAMILIES[part]}"]
+    assert row.status == status
+    if status == "agree":
+        assert "one by its goal's branches" in row.bounds

@@ -118,7 +118,8 @@ proofs: $(STAMP)  ## z3: fixed-N induction (every k, N 1..8) with cvc5, inductio
 	$(BIN)/python -m kvpool.proofs $(PROOFS_ARGS)
 
 # The deep profile's parts run side by side, one per core, each in its own interpreter
-# (kvpool.verify's scheduler). DEEP_ARGS passes
+# (kvpool.verify's scheduler; its first whole run took 6,750 s on 2 cores under load:
+# docs/obligations-deep.md). DEEP_ARGS passes
 # kvpool.verify's flags (--json FILE, --obligations FILE, --jobs N, --keep DIR);
 # `python -m kvpool.proofs --deep` runs the same parts in one process, one after another.
 proofs-deep: $(STAMP)  ## the proofs with the deep profile: fixed-N to N=8, BMC 6x8, Spacer, cvc5 at every N

@@ -273,15 +273,18 @@ PROOF_COSTS: dict[str, float] = {
 
 
 DEEP_PROOF_COSTS: dict[str, float] = {
-    # wall s of each part of the deep profile, measured part by part (2026-12-06, load 2-4,
-    # CHANGELOG): they only order the queue, longest first
-    "pool-source": 2500.0,  # the hot paths' z3 proofs and their cvc5 rows (estimated)
-    "twopool": 2400.0,  # (stopped unfinished after 40 min once)
-    "multikey": 1666.0,
-    "fixedn": 1493.0,
-    "spacer": 448.0,
-    "bmc-induction": 400.0,
-    "symlists": 400.0,
+    # wall s of each part in the first whole `make proofs-deep` (2026-12-06, cfeca29, load
+    # 3-4; docs/obligations-deep.md): they only order the queue, longest first
+    "twopool": 3909.0,
+    "pool-source": 3358.0,
+    "multikey": 2453.0,
+    "fixedn": 1840.0,
+    "spacer": 662.0,
+    "symlists": 470.0,
+    "bmc-induction": 468.0,
+    "source": 149.0,
+    "differential": 54.0,
+    "refinement": 18.0,
 }
 
 
@@ -1209,7 +1212,7 @@ TASK_TIMEOUT = 1200.0
 """Seconds after which a part is stopped and counted as failed (a hang is never a pass)."""
 
 DEEP_TASK_TIMEOUT = 3 * 3600.0
-"""The same in the deep profile, whose longest parts take about half an hour each."""
+"""The same in the deep profile, whose longest part took 65 min in its first whole run."""
 
 
 def _task_timeout(profile: Profile) -> float:

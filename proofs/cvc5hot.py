@@ -301,21 +301,6 @@ def negated_goal(goal: z3.BoolRef, query: list[z3.BoolRef]) -> list[z3.BoolRef] 
     return out
 
 
-def _loose(e: z3.ExprRef) -> bool:
-    """Does ``e`` hold a bound variable (it is then no ground term)?"""
-    seen: set[int] = set()
-    todo = [e]
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_var(x) or z3.is_quantifier(x):
-            return True
-        todo.extend(x.children())
-    return False
-
-
 def instantiate(h: z3.BoolRef, terms: tuple[z3.ExprRef, ...]) -> z3.BoolRef:
     """``h`` with each universal quantifier of one variable that it states (in a positive
     position: reached through ``and``, ``or``, the consequent of ``implies``, an even
@@ -354,7 +339,7 @@ def instantiate(h: z3.BoolRef, terms: tuple[z3.ExprRef, ...]) -> z3.BoolRef:
         memo[key] = r
         return r
 
-    if any(_loose(t) for t in terms):
+    if any(smtlib._has_loose_var(t, 0, {}) for t in terms):
         raise ValueError("an instance's term holds a bound variable")
     return walk(h, True)
 
@@ -400,7 +385,7 @@ def checked(hyp: list[z3.BoolRef], insts: list[Instance]) -> list[z3.BoolRef] | 
     mine = {h.get_id(): h for h in conjuncts(hyp)}
     done: dict[int, z3.BoolRef] = {}
     for i in insts:
-        if i.source.get_id() not in mine or any(_loose(t) for t in i.terms):
+        if i.source.get_id() not in mine or any(smtlib._has_loose_var(t, 0, {}) for t in i.terms):
             return None
         if not i.formula.eq(instantiate(i.source, i.terms)):
             return None

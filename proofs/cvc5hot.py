@@ -27,6 +27,16 @@ the first unsat:
    instance follows from its quantifier; :func:`checked` refuses an "instance" whose
    source is not one of the hypothesis' conjuncts, or whose formula is not that
    source's instance): its unsat proves the query's, its ``sat`` counts for nothing.
+3c. **Cores** (:func:`cores`): z3 chooses the instances, cvc5 proves. For the goal
+   whole, then each of its parts, negated and Skolemized as in 3b: the candidates are
+   each quantified conjunct instantiated at each term on its own (:func:`candidates`),
+   the terms two rounds deep (:func:`candidate_terms`: 3b's, then the indices and
+   arguments the negated goal and those instances read). z3 is asked the quantifier-free
+   conjuncts and the candidates, each tracked by a fresh literal, with no quantifier it
+   instantiates (:func:`core`); on its unsat, its core (minimized) is checked as 3b's
+   instances are (:func:`core_checked`) and asked of cvc5 with the negated part alone: a
+   subset of a weakening of the query, so cvc5's unsat proves it. z3's unsat alone
+   counts for nothing, nor cvc5's ``sat`` or unknown on a core.
 4. **The list's shape** (:func:`shape_cases`): the query case by case on the call's list
    (how many entries, which of them are one block, which are null, which are this
    pool's); every case's query is the original with the case's facts added and used
@@ -377,6 +387,16 @@ def instances(hyp: list[z3.BoolRef], terms: tuple[z3.ExprRef, ...]) -> list[Inst
     return out
 
 
+def _valid(mine: dict[int, z3.BoolRef], i: Instance) -> bool:
+    """Is ``i`` an instance of one of ``mine`` (the hypothesis' conjuncts, by id): its
+    source one of them, its terms closed, its formula :func:`instantiate`'s own?"""
+    return (
+        i.source.get_id() in mine
+        and not any(smtlib._has_loose_var(t, 0, {}) for t in i.terms)
+        and i.formula.eq(instantiate(i.source, i.terms))
+    )
+
+
 def checked(hyp: list[z3.BoolRef], insts: list[Instance]) -> list[z3.BoolRef] | None:
     """The hypothesis' conjuncts with each instantiated one replaced by its instances,
     a weakening of ``hyp`` (so its unsat, with the negated goal, proves the query's);
@@ -385,9 +405,7 @@ def checked(hyp: list[z3.BoolRef], insts: list[Instance]) -> list[z3.BoolRef] | 
     mine = {h.get_id(): h for h in conjuncts(hyp)}
     done: dict[int, z3.BoolRef] = {}
     for i in insts:
-        if i.source.get_id() not in mine or any(smtlib._has_loose_var(t, 0, {}) for t in i.terms):
-            return None
-        if not i.formula.eq(instantiate(i.source, i.terms)):
+        if not _valid(mine, i):
             return None
         done[i.source.get_id()] = i.formula
     return [done.get(k, h) for k, h in mine.items()]
@@ -437,6 +455,191 @@ def _instantiated_parts(
         if _ask([z3.simplify(f) for f in [*weak, *neg]], timeout_ms) != "unsat":
             return "unknown", "instances" + (f": a part of {len(parts)}" if len(parts) > 1 else "")
     return "unsat", "instances" + (f": {len(parts)} parts" if len(parts) > 1 else "")
+
+
+# -- step 3c: cores (z3 picks the instances, cvc5 proves) ----------------------------------
+
+CORE_MS = 20000
+"""z3's time limit on the candidate instances (:func:`core`): a query without the
+quantifiers it instantiates."""
+
+CORE_CVC5_MS = 8000
+"""cvc5's time limit on a core (:func:`cores`)."""
+
+CORE_LIT = "core"
+"""The prefix of the fresh literals (``z3.FreshBool``: no name of the query) z3's query
+tracks each candidate with (:func:`core`)."""
+
+
+TERM_SIZE = 6
+"""A round-2 term (:func:`candidate_terms`) has at most this many distinct subterms
+(``pos[sk!0]``, ``nxt[bl[0]]``: the translation's index terms also hold whole
+``ite`` and ``store`` chains, whose instances would be as large)."""
+
+
+def _small(t: z3.ExprRef, size: int = TERM_SIZE) -> bool:
+    """Has ``t`` at most ``size`` distinct subterms (and no quantifier)?"""
+    seen: set[int] = set()
+    todo = [t]
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if len(seen) > size or not z3.is_app(e):
+            return False
+        todo.extend(e.children())
+    return True
+
+
+def _indices(fs: list[z3.BoolRef], sorts: set[int]) -> dict[int, z3.ExprRef]:
+    """The small closed terms (:func:`_small`) of a sort in ``sorts`` (by id) that ``fs``
+    read as an array's index or an uninterpreted function's argument, by id."""
+    out: dict[int, z3.ExprRef] = {}
+    for t in subterms(fs):
+        if z3.is_select(t):
+            args = list(t.children())[1:]
+        elif t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.num_args():
+            args = list(t.children())
+        else:
+            continue
+        for a in args:
+            if a.sort().get_id() in sorts and _small(a):
+                out.setdefault(a.get_id(), a)
+    return out
+
+
+def _quantified_sorts(hyp: list[z3.BoolRef]) -> set[int]:
+    """The sorts (by id) of the variables of the universal quantifiers in ``hyp``."""
+    out: set[int] = set()
+    seen: set[int] = set()
+    todo: list[z3.ExprRef] = list(hyp)
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_quantifier(e):
+            if e.is_forall():
+                out |= {e.var_sort(i).get_id() for i in range(e.num_vars())}
+            todo.append(e.body())
+        elif z3.is_app(e):
+            todo.extend(e.children())
+    return out
+
+
+def candidate_terms(
+    hyp: list[z3.BoolRef], negated: list[z3.BoolRef], rounds: int = 2
+) -> tuple[z3.ExprRef, ...]:
+    """The terms :func:`cores` instantiates at: :func:`instance_terms` (round 1), then in
+    each further round the closed terms of a quantified variable's sort that the
+    negated goal and the instances so far read as an index or an argument (round 2:
+    the positions the round-1 instances name, ``pos[sk!0]``, ``nxt[bl[0]]``)."""
+    terms = list(instance_terms(hyp, negated))
+    sorts = _quantified_sorts(hyp)
+    for _ in range(rounds - 1):
+        fs = [*negated, *(i.formula for i in instances(hyp, tuple(terms)))]
+        have = {t.get_id() for t in terms}
+        terms += [t for k, t in _indices(fs, sorts).items() if k not in have]
+    return tuple(terms)
+
+
+def candidates(hyp: list[z3.BoolRef], terms: tuple[z3.ExprRef, ...]) -> list[Instance]:
+    """Each conjunct of ``hyp`` that states a quantifier, instantiated at each of ``terms``
+    on its own (one candidate a conjunct and a term: :func:`core` keeps those it needs)."""
+    out: list[Instance] = []
+    for h in conjuncts(hyp):
+        for t in terms:
+            f = instantiate(h, (t,))
+            if not f.eq(h):
+                out.append(Instance(h, (t,), f))
+    return out
+
+
+def core(
+    base: list[z3.BoolRef],
+    insts: list[Instance],
+    negated: list[z3.BoolRef],
+    timeout_ms: int = CORE_MS,
+) -> tuple[list[z3.BoolRef], list[Instance]] | None:
+    """z3 on ``base``, ``insts``' formulas and ``negated``, each of the first two tracked
+    by a fresh literal; on unsat, the formulas of ``base`` and the instances its
+    unsat core names (``core.minimize``: z3 drops what it can). None when z3 does not say
+    unsat (in ``timeout_ms``). z3 only chooses here: :func:`cores` checks the choice and
+    asks cvc5."""
+    s = z3.Solver()
+    s.set("timeout", timeout_ms)
+    s.set("core.minimize", True)
+    fs = [*base, *(i.formula for i in insts)]
+    lits = [z3.FreshBool(CORE_LIT) for _ in fs]
+    for lit, f in zip(lits, fs, strict=True):
+        s.add(z3.Implies(lit, f))
+    s.add(*negated)
+    if s.check(*lits) != z3.unsat:
+        return None
+    used = {lit.get_id() for lit in s.unsat_core()}
+    keep = [k for k, lit in enumerate(lits) if lit.get_id() in used]
+    n = len(base)
+    return [base[k] for k in keep if k < n], [insts[k - n] for k in keep if k >= n]
+
+
+def core_checked(
+    hyp: list[z3.BoolRef], base: list[z3.BoolRef], insts: list[Instance]
+) -> list[z3.BoolRef] | None:
+    """``base`` and ``insts``' formulas when each of ``base`` is one of the hypothesis'
+    conjuncts and each instance is one of a conjunct (:func:`checked`'s rule): a subset
+    of a weakening of ``hyp``, so its unsat with the negated goal proves the query's.
+    None (refused) otherwise."""
+    mine = {h.get_id(): h for h in conjuncts(hyp)}
+    if any(b.get_id() not in mine for b in base) or not all(_valid(mine, i) for i in insts):
+        return None
+    return [*base, *(i.formula for i in insts)]
+
+
+def cores(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = CORE_CVC5_MS
+) -> tuple[str, str]:
+    """Step 3c: the goal whole, then (if not confirmed) part by part
+    (:func:`smtlib.split_goal`, as :func:`instantiated`); for the goal or each part,
+    negated and Skolemized (:func:`negated_goal`), z3 is given the hypothesis' conjuncts
+    with each quantified one replaced by :func:`candidates` at :func:`candidate_terms`
+    (two rounds), each tracked, and its unsat core (:func:`core`) is checked
+    (:func:`core_checked`) and asked of cvc5 with the negated part: a subset of a weakening
+    of the part's query, so cvc5's unsat proves it. z3's unsat alone counts for nothing;
+    cvc5's ``sat`` or unknown on a core counts for nothing. The second value says how
+    ("cores" or "cores: k parts"), or why not."""
+    v, how = _core_parts(hyp, [goal], timeout_ms)
+    if v == "unsat" or how.startswith("cores: refused"):
+        return v, how
+    parts = smtlib.split_goal(goal, INSTANCE_PARTS)
+    if len(parts) == 1:
+        return v, how
+    return _core_parts(hyp, parts, timeout_ms)
+
+
+def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int) -> tuple[str, str]:
+    """:func:`cores` on the goal's ``parts`` (whose conjunction is the goal)."""
+    where = f": a part of {len(parts)}" if len(parts) > 1 else ""
+    for part in parts:
+        neg = negated_goal(part, [*hyp, part])
+        if neg is None:
+            return "unknown", "cores: a fresh name clashes"
+        terms = candidate_terms(hyp, neg)
+        if not terms:
+            return "unknown", "cores: no term"
+        insts = candidates(hyp, terms)
+        sources = {i.source.get_id() for i in insts}
+        base = [h for h in conjuncts(hyp) if h.get_id() not in sources]
+        got = core(base, insts, neg)
+        if got is None:
+            return "unknown", "cores: z3 no core" + where
+        sub = core_checked(hyp, *got)
+        if sub is None:
+            return "unknown", "cores: refused (not instances of the hypothesis)"
+        v = _ask([z3.simplify(f) for f in [*sub, *neg]], timeout_ms)
+        if v != "unsat":
+            return "unknown", f"cores: cvc5 {v} on a core" + where
+    return "unsat", "cores" + (f": {len(parts)} parts" if len(parts) > 1 else "")
 
 
 # -- the steps ------------------------------------------------------------------------------
@@ -494,10 +697,12 @@ def confirm(
     shape: bool = True,
     asks: list[int] | None = None,
     instances_step: bool = True,
+    cores_step: bool = True,
 ) -> tuple[str, str]:
     """cvc5's verdict on ``hyp and not goal`` (the module's steps) and the step that
     settled it: "quantifier-free part", "relevant hypotheses", "whole", "instances",
-    "shape: k cases", or why not."""
+    "cores", "shape: k cases", or why not (3b and 3c are asked only with
+    ``instances_step`` and ``cores_step``)."""
     asks = [0] if asks is None else asks
     hyp, goal = normalise(hyp, goal)
     v, how = _direct(hyp, goal, timeout_ms, asks)
@@ -508,6 +713,11 @@ def confirm(
         iv, ihow = instantiated(hyp, goal)
         if iv == "unsat":
             return iv, ihow
+    if cores_step:
+        asks[0] += 1
+        cv, chow = cores(hyp, goal)
+        if cv == "unsat":
+            return cv, chow
     if not shape:
         return v, how
     whole = v
@@ -563,6 +773,7 @@ STEPS = (
     "relevant hypotheses",
     "whole",
     "instances",
+    "cores",
     "shape",
     "ite cases",
 )
@@ -646,7 +857,7 @@ def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[
         obligation=f"cvc5 re-checks {cvc5more.FAMILIES.get(part, part)}",
         kind="second solver",
         technique="cvc5 (SMT-LIB 2 from z3; quantifier-free part, relevant hypotheses, "
-        "whole, instances, the list's shape)",
+        "whole, instances, z3's unsat core of instances, the list's shape)",
         invariants=(),
         bounds=f"{part}: cvc5 confirms {ok} of {n} queries z3 proved ({lines}; {asks} asks, "
         f"{timeout_ms // 1000} s each); probe {zp}/{cp}"

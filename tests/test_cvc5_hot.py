@@ -325,3 +325,125 @@ def test_get_new_blocks_from_source_is_confirmed_query_by_query() -> None:
     row = cvc5hot.row("hot-source", rec)
     assert row["status"] == "agree", row
     assert "get_new_blocks 63 of 63" in row["bounds"]
+
+
+# -- step 3c: cores (z3 picks the instances, cvc5 proves) ------------------------------------
+
+
+def _coreq() -> tuple[list[z3.BoolRef], z3.BoolRef, z3.BoolRef]:
+    """A goal (``forall z. b[a[z]] > 0``) that needs a hypothesis at ``a[sk!0]``, a term
+    the goal's Skolem constant only reaches through an index (round 2 of
+    :func:`cvc5hot.candidate_terms`), among hypotheses it does not need; and a wrong goal."""
+    a = z3.Array("a", z3.IntSort(), z3.IntSort())
+    b = z3.Array("b", z3.IntSort(), z3.IntSort())
+    c = z3.Array("c", z3.IntSort(), z3.IntSort())
+    x, y, z, w = z3.Ints("x y z w")
+    hyp = [
+        z3.ForAll([x], a[x] > 0),
+        z3.ForAll([y], z3.Implies(y > 0, b[y] > 0)),
+        z3.ForAll([w], c[w] == w + 1),
+        z3.Int("e") == 3,
+    ]
+    return hyp, z3.ForAll([z], b[a[z]] > 0), z3.ForAll([z], b[z] > 0)
+
+
+def test_a_goal_is_confirmed_by_cvc5_on_the_core_z3_picks() -> None:
+    """Round 1 (at ``sk!0``) is not enough, round 2 (at ``a[sk!0]`` too) is; z3's core
+    keeps the two instances the goal needs, not ``c``'s nor ``e == 3``; cvc5 proves it."""
+    hyp, goal, _ = _coreq()
+    assert cvc5hot.instantiated(hyp, goal)[0] == "unknown"
+    assert cvc5hot.cores(hyp, goal) == ("unsat", "cores")
+    neg = cvc5hot.negated_goal(goal, [*hyp, goal])
+    assert neg is not None
+    terms = cvc5hot.candidate_terms(hyp, neg)
+    assert [str(t) for t in terms] == ["sk!0", "a[sk!0]"]
+    insts = cvc5hot.candidates(hyp, terms)
+    assert len(insts) == 6  # (three quantified conjuncts, two terms)
+    got = cvc5hot.core([hyp[3]], insts, neg)
+    assert got is not None
+    base, used = got
+    assert base == [] and sorted(str(i.formula) for i in used) == [
+        "And(Implies(a[sk!0] > 0, b[a[sk!0]] > 0))",
+        "And(a[sk!0] > 0)",
+    ]
+
+
+def _cores_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cvc5 leaves the query unknown whole and at step 3b (as it does ``touch``'s open
+    posts): step 3c is asked."""
+    _whole_unknown(monkeypatch)
+    monkeypatch.setattr(cvc5hot, "instantiated", lambda h, g: ("unknown", "instances"))
+
+
+def test_the_row_counts_a_query_confirmed_by_its_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    _cores_only(monkeypatch)
+    hyp, goal, _ = _coreq()
+    assert cvc5hot.confirm(hyp, goal, shape=False) == ("unsat", "cores")
+    by_method, _ = cvc5hot.tally([("pool touch L=2 (post: p)", hyp, goal, "proved")])
+    assert by_method["touch"].line("touch") == "touch 1 of 1 (1 cores)"
+
+
+def test_a_core_with_a_non_instance_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seeded bugs: z3's "core" holds an instance of ``forall z. b[z] > 0`` (no
+    hypothesis: with it the wrong goal follows), an instance of a real hypothesis with
+    an altered formula, or a "conjunct" that is none (the wrong goal at ``sk!0``).
+    Each refused: nothing asked of cvc5, not confirmed."""
+    hyp, _, wrong = _coreq()
+    b = z3.Array("b", z3.IntSort(), z3.IntSort())
+    sk = z3.Int(cvc5hot.SKOLEM + "0")
+    fake = z3.ForAll([z3.Int("v")], b[z3.Int("v")] > 0)
+    for bad_base, bad in (
+        ([], cvc5hot.Instance(fake, (sk,), cvc5hot.instantiate(fake, (sk,)))),
+        ([], cvc5hot.Instance(hyp[1], (sk,), b[sk] > 0)),
+        ([b[sk] > 0], None),
+    ):
+        extra = [] if bad is None else [bad]
+        assert cvc5hot.core_checked(hyp, bad_base, extra) is None
+        monkeypatch.setattr(cvc5hot, "core", lambda base, i, n, bb=bad_base, e=extra: (bb, e))
+        assert cvc5hot.cores(hyp, wrong) == (
+            "unknown",
+            "cores: refused (not instances of the hypothesis)",
+        )
+
+
+def test_a_wrong_goal_is_not_confirmed_though_z3_gave_a_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seeded bug: z3 "says unsat" on the wrong goal ``forall z. b[z] > 0`` and
+    gives every candidate as its core. cvc5 finds the core's query sat: not confirmed."""
+    _cores_only(monkeypatch)
+    hyp, _, wrong = _coreq()
+    neg = cvc5hot.negated_goal(wrong, [*hyp, wrong])
+    assert neg is not None
+    insts = cvc5hot.candidates(hyp, cvc5hot.candidate_terms(hyp, neg))
+    assert cvc5hot.core([hyp[3]], insts, neg) is None  # (z3: sat, no core)
+    monkeypatch.setattr(cvc5hot, "core", lambda base, insts, neg: (base, insts))
+    assert cvc5hot.cores(hyp, wrong) == ("unknown", "cores: cvc5 sat on a core")
+    assert cvc5hot.confirm(hyp, wrong, shape=False)[0] != "unsat"
+
+
+def test_a_core_z3_finds_unsat_and_cvc5_does_not_is_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seeded bugs: cvc5 (a stand-in) leaves z3's core unknown; and the core loses an
+    instance it needs (the one at ``a[sk!0]``: its query has a model). Neither counts:
+    the row leaves the query open."""
+    _cores_only(monkeypatch)
+    hyp, goal, _ = _coreq()
+    real_ask, real_core = cvc5hot._ask, cvc5hot.core
+    monkeypatch.setattr(cvc5hot, "_ask", lambda q, ms: "unknown")
+    assert cvc5hot.cores(hyp, goal) == ("unknown", "cores: cvc5 unknown on a core")
+    monkeypatch.setattr(cvc5hot, "_ask", real_ask)
+
+    def lossy(
+        base: list[z3.BoolRef], insts: list[cvc5hot.Instance], neg: list[z3.BoolRef]
+    ) -> tuple[list[z3.BoolRef], list[cvc5hot.Instance]] | None:
+        got = real_core(base, insts, neg)
+        assert got is not None
+        return got[0], [i for i in got[1] if "b[a[sk!0]]" not in str(i.formula)]
+
+    monkeypatch.setattr(cvc5hot, "core", lossy)
+    assert cvc5hot.cores(hyp, goal) == ("unknown", "cores: cvc5 sat on a core")
+    by_method, _ = cvc5hot.tally([("pool touch L=2 (post: p)", hyp, goal, "proved")])
+    assert by_method["touch"].line("touch") == "touch 0 of 1"
+    assert by_method["touch"].open == ["pool touch L=2 (post: p) (unknown: whole)"]

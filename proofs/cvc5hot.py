@@ -561,12 +561,12 @@ def core(
     insts: list[Instance],
     negated: list[z3.BoolRef],
     timeout_ms: int = CORE_MS,
-) -> tuple[list[z3.BoolRef], list[Instance]] | None:
+) -> tuple[list[z3.BoolRef], list[Instance]] | str:
     """z3 on ``base``, ``insts``' formulas and ``negated``, each of the first two tracked
     by a fresh literal; on unsat, the formulas of ``base`` and the instances its
-    unsat core names (``core.minimize``: z3 drops what it can). None when z3 does not say
-    unsat (in ``timeout_ms``). z3 only chooses here: :func:`cores` checks the choice and
-    asks cvc5."""
+    unsat core names (``core.minimize``: z3 drops what it can); else z3's answer ("sat":
+    the candidates are too few; "unknown": not decided in ``timeout_ms``). z3 only
+    chooses here: :func:`cores` checks the choice and asks cvc5."""
     s = z3.Solver()
     s.set("timeout", timeout_ms)
     s.set("core.minimize", True)
@@ -575,8 +575,9 @@ def core(
     for lit, f in zip(lits, fs, strict=True):
         s.add(z3.Implies(lit, f))
     s.add(*negated)
-    if s.check(*lits) != z3.unsat:
-        return None
+    r = s.check(*lits)
+    if r != z3.unsat:
+        return str(r)
     used = {lit.get_id() for lit in s.unsat_core()}
     keep = [k for k, lit in enumerate(lits) if lit.get_id() in used]
     n = len(base)
@@ -631,14 +632,15 @@ def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int)
         sources = {i.source.get_id() for i in insts}
         base = [h for h in conjuncts(hyp) if h.get_id() not in sources]
         got = core(base, insts, neg)
-        if got is None:
-            return "unknown", "cores: z3 no core" + where
+        if isinstance(got, str):
+            return "unknown", f"cores: z3 {got} on {len(insts)} candidates" + where
         sub = core_checked(hyp, *got)
         if sub is None:
             return "unknown", "cores: refused (not instances of the hypothesis)"
         v = _ask([z3.simplify(f) for f in [*sub, *neg]], timeout_ms)
         if v != "unsat":
-            return "unknown", f"cores: cvc5 {v} on a core" + where
+            size = f"{len(got[1])} of {len(insts)} instances"
+            return "unknown", f"cores: cvc5 {v} on a core ({size})" + where
     return "unsat", "cores" + (f": {len(parts)} parts" if len(parts) > 1 else "")
 
 

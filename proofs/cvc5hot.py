@@ -429,13 +429,26 @@ def instantiated(
     the part's query, so "unsat" on every part proves the query; any other answer counts
     for nothing ("unknown"). The second value says how ("instances" or "instances: k
     parts"), or why not."""
-    v, how = _instantiated_parts(hyp, [goal], timeout_ms)
-    if v == "unsat" or how.startswith("instances: refused"):
+    return _whole_then_parts(_instantiated_parts, hyp, goal, timeout_ms, "instances: refused")
+
+
+def _whole_then_parts(
+    ask: Callable[[list[z3.BoolRef], list[z3.BoolRef], int], tuple[str, str]],
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    timeout_ms: int,
+    refused: str,
+) -> tuple[str, str]:
+    """``ask`` on the goal whole; unless that is unsat or refused (its answer begins with
+    ``refused``: a part that fails the check would fail it again), on the goal's parts
+    (:func:`smtlib.split_goal`), each of which must be unsat."""
+    v, how = ask(hyp, [goal], timeout_ms)
+    if v == "unsat" or how.startswith(refused):
         return v, how
     parts = smtlib.split_goal(goal, INSTANCE_PARTS)
     if len(parts) == 1:
         return v, how
-    return _instantiated_parts(hyp, parts, timeout_ms)
+    return ask(hyp, parts, timeout_ms)
 
 
 def _instantiated_parts(
@@ -609,13 +622,7 @@ def cores(
     of the part's query, so cvc5's unsat proves it. z3's unsat alone counts for nothing;
     cvc5's ``sat`` or unknown on a core counts for nothing. The second value says how
     ("cores" or "cores: k parts"), or why not."""
-    v, how = _core_parts(hyp, [goal], timeout_ms)
-    if v == "unsat" or how.startswith("cores: refused"):
-        return v, how
-    parts = smtlib.split_goal(goal, INSTANCE_PARTS)
-    if len(parts) == 1:
-        return v, how
-    return _core_parts(hyp, parts, timeout_ms)
+    return _whole_then_parts(_core_parts, hyp, goal, timeout_ms, "cores: refused")
 
 
 def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int) -> tuple[str, str]:

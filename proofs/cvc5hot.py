@@ -429,7 +429,7 @@ def instantiated(
     the part's query, so "unsat" on every part proves the query; any other answer counts
     for nothing ("unknown"). The second value says how ("instances" or "instances: k
     parts"), or why not."""
-    return _whole_then_parts(_instantiated_parts, hyp, goal, timeout_ms, "instances: refused")
+    return _whole_then_parts(_instantiated_parts, hyp, goal, timeout_ms, f"instances: {REFUSED}")
 
 
 def _whole_then_parts(
@@ -455,19 +455,47 @@ def _instantiated_parts(
     hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int
 ) -> tuple[str, str]:
     """:func:`instantiated` on the goal's ``parts`` (whose conjunction is the goal)."""
+
+    def one(neg: list[z3.BoolRef]) -> str | None:
+        terms = instance_terms(hyp, neg)
+        if not terms:
+            return "no term"
+        weak = checked(hyp, instances(hyp, terms))
+        if weak is None:
+            return REFUSED
+        if _ask([z3.simplify(f) for f in [*weak, *neg]], timeout_ms) != "unsat":
+            return ""
+        return None
+
+    return _each_part("instances", hyp, parts, one)
+
+
+REFUSED = "refused (not instances of the hypothesis)"
+"""Why a step 3b or 3c query was not asked: :func:`checked` or :func:`core_checked`
+refused what it would have asked (:func:`_whole_then_parts` does not split then)."""
+
+
+def _each_part(
+    step: str,
+    hyp: list[z3.BoolRef],
+    parts: list[z3.BoolRef],
+    one: Callable[[list[z3.BoolRef]], str | None],
+) -> tuple[str, str]:
+    """Steps 3b and 3c on the goal's ``parts``: each part negated and Skolemized
+    (:func:`negated_goal`) and given to ``one``, which returns None when cvc5 said unsat
+    on it, else why not ("" for no more than the part's place). "unsat" only if every
+    part is; the second value says how, or why not, prefixed with ``step``."""
+    where = f": a part of {len(parts)}" if len(parts) > 1 else ""
     for part in parts:
         neg = negated_goal(part, [*hyp, part])
         if neg is None:
-            return "unknown", "instances: a fresh name clashes"
-        terms = instance_terms(hyp, neg)
-        if not terms:
-            return "unknown", "instances: no term"
-        weak = checked(hyp, instances(hyp, terms))
-        if weak is None:
-            return "unknown", "instances: refused (not instances of the hypothesis)"
-        if _ask([z3.simplify(f) for f in [*weak, *neg]], timeout_ms) != "unsat":
-            return "unknown", "instances" + (f": a part of {len(parts)}" if len(parts) > 1 else "")
-    return "unsat", "instances" + (f": {len(parts)} parts" if len(parts) > 1 else "")
+            return "unknown", f"{step}: a fresh name clashes"
+        why = one(neg)
+        if why == REFUSED:
+            return "unknown", f"{step}: {why}"
+        if why is not None:
+            return "unknown", (f"{step}: {why}" if why else step) + where
+    return "unsat", step + (f": {len(parts)} parts" if len(parts) > 1 else "")
 
 
 # -- step 3c: cores (z3 picks the instances, cvc5 proves) ----------------------------------
@@ -622,33 +650,31 @@ def cores(
     of the part's query, so cvc5's unsat proves it. z3's unsat alone counts for nothing;
     cvc5's ``sat`` or unknown on a core counts for nothing. The second value says how
     ("cores" or "cores: k parts"), or why not."""
-    return _whole_then_parts(_core_parts, hyp, goal, timeout_ms, "cores: refused")
+    return _whole_then_parts(_core_parts, hyp, goal, timeout_ms, f"cores: {REFUSED}")
 
 
 def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int) -> tuple[str, str]:
     """:func:`cores` on the goal's ``parts`` (whose conjunction is the goal)."""
-    where = f": a part of {len(parts)}" if len(parts) > 1 else ""
-    for part in parts:
-        neg = negated_goal(part, [*hyp, part])
-        if neg is None:
-            return "unknown", "cores: a fresh name clashes"
+
+    def one(neg: list[z3.BoolRef]) -> str | None:
         terms = candidate_terms(hyp, neg)
         if not terms:
-            return "unknown", "cores: no term"
+            return "no term"
         insts = candidates(hyp, terms)
         sources = {i.source.get_id() for i in insts}
         base = [h for h in conjuncts(hyp) if h.get_id() not in sources]
         got = core(base, insts, neg)
         if isinstance(got, str):
-            return "unknown", f"cores: z3 {got} on {len(insts)} candidates" + where
+            return f"z3 {got} on {len(insts)} candidates"
         sub = core_checked(hyp, *got)
         if sub is None:
-            return "unknown", "cores: refused (not instances of the hypothesis)"
+            return REFUSED
         v = _ask([z3.simplify(f) for f in [*sub, *neg]], timeout_ms)
         if v != "unsat":
-            size = f"{len(got[1])} of {len(insts)} instances"
-            return "unknown", f"cores: cvc5 {v} on a core ({size})" + where
-    return "unsat", "cores" + (f": {len(parts)} parts" if len(parts) > 1 else "")
+            return f"cvc5 {v} on a core ({len(got[1])} of {len(insts)} instances)"
+        return None
+
+    return _each_part("cores", hyp, parts, one)
 
 
 # -- the steps ------------------------------------------------------------------------------

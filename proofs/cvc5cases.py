@@ -21,6 +21,7 @@ import z3  # type: ignore[import-untyped]
 
 from . import smtlib
 from .model import constants, subterms
+from .rewrite import simplify
 
 Atoms = Callable[[Callable[[str], z3.ExprRef]], list[z3.BoolRef]]
 
@@ -69,7 +70,7 @@ def atoms(name: str, query: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
         return consts[x]
 
     try:
-        return [z3.simplify(a) for a in CASES[name](c)]
+        return [simplify(a) for a in CASES[name](c)]
     except KeyError:
         return None
 
@@ -117,7 +118,7 @@ def confirm_ite(
     that a condition is written the same way in both), and how it was reached (None:
     the goal has no such condition). Measured 2026-12-06: the source refinement's
     ``_append_n`` post, unknown whole and split, is unsat in 5 cases."""
-    hs, g = [z3.simplify(h) for h in hyp], z3.simplify(goal)
+    hs, g = [simplify(h) for h in hyp], simplify(goal)
     xs = ite_atoms(g)
     if not xs:
         return None

@@ -66,6 +66,7 @@ import z3  # type: ignore[import-untyped]
 from . import cvc5cases, cvc5leaves, cvc5more, smtlib
 from .model import Record, constants, subterms
 from .pysource import NONE
+from .rewrite import simplify
 
 TIMEOUT_MS = 5000
 """cvc5's time limit (wall clock) on a query whole and on each relevant subset."""
@@ -180,7 +181,7 @@ def shape_atoms(
                 calls.append(z3.Select(cs[name], b) == NONE)
         if "_pending" in cs and _TLEN in _functions(query):
             calls.append(_functions(query)[_TLEN](z3.Select(cs["_pending"], b)) == 1)
-    return [z3.simplify(a) for a in out], [z3.simplify(a) for a in calls]
+    return [simplify(a) for a in out], [simplify(a) for a in calls]
 
 
 _TLEN = "tuple_len"
@@ -214,8 +215,8 @@ def assume(
                 x, y = y, x
             if not z3.is_int_value(x) and x.get_id() != y.get_id():
                 pairs = [(x, y)]
-    new_hyp = [z3.simplify(z3.substitute(h, *pairs)) for h in hyp]
-    return [*new_hyp, fact], z3.simplify(z3.substitute(goal, *pairs))
+    new_hyp = [simplify(z3.substitute(h, *pairs)) for h in hyp]
+    return [*new_hyp, fact], simplify(z3.substitute(goal, *pairs))
 
 
 def _occurs(atom: z3.BoolRef, goal: z3.BoolRef) -> bool:
@@ -463,7 +464,7 @@ def _instantiated_parts(
         weak = checked(hyp, instances(hyp, terms))
         if weak is None:
             return REFUSED
-        if _ask([z3.simplify(f) for f in [*weak, *neg]], timeout_ms) != "unsat":
+        if _ask([simplify(f) for f in [*weak, *neg]], timeout_ms) != "unsat":
             return ""
         return None
 
@@ -669,7 +670,7 @@ def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int)
         sub = core_checked(hyp, *got)
         if sub is None:
             return REFUSED
-        v = _ask([z3.simplify(f) for f in [*sub, *neg]], timeout_ms)
+        v = _ask([simplify(f) for f in [*sub, *neg]], timeout_ms)
         if v != "unsat":
             return f"cvc5 {v} on a core ({len(got[1])} of {len(insts)} instances)"
         return None
@@ -722,7 +723,7 @@ def normalise(hyp: list[z3.BoolRef], goal: z3.BoolRef) -> tuple[list[z3.BoolRef]
     if pairs:
         hyp = [z3.substitute(h, *pairs) for h in hyp] + [x == c for x, c in pairs]
         goal = z3.substitute(goal, *pairs)
-    return [z3.simplify(h) for h in hyp], z3.simplify(goal)
+    return [simplify(h) for h in hyp], simplify(goal)
 
 
 def confirm(

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import z3  # type: ignore[import-untyped]
 
 from . import cvc5cases, cvc5more, smtlib
+from .rewrite import simplify
 
 LEAF_MS = 2000
 """cvc5's time limit on a leaf, and on each part of a leaf split into its goal's parts."""
@@ -202,7 +203,7 @@ def confirm(
     if pairs:
         hyp = [z3.substitute(h, *pairs) for h in hyp] + [x == c for x, c in pairs]
         goal = z3.substitute(goal, *pairs)
-    hs, g = [z3.simplify(h) for h in hyp], z3.simplify(goal)
+    hs, g = [simplify(h) for h in hyp], simplify(goal)
     if not base_atoms(g):
         return None
     cs = cases(hs, g, max_leaves)

@@ -42,6 +42,7 @@ import z3  # type: ignore[import-untyped]
 
 from . import cvc5cases, fixedn, smtlib, twopool
 from .model import Record, constants, named, recording
+from .rewrite import simplify
 from .symsorts import SORTS_MARK
 
 TIMEOUT_MS = 5000
@@ -302,7 +303,7 @@ def case_walk(
             return v
         for fact in (xs[0], z3.Not(xs[0])):
             h2, g2 = smtlib.assume(h, g, fact)
-            rest = [z3.simplify(z3.substitute(a, *smtlib._pairs(fact))) for a in xs[1:]]
+            rest = [simplify(z3.substitute(a, *smtlib._pairs(fact))) for a in xs[1:]]
             # (an atom the case decides is no split: drop it)
             rest = [a for a in rest if not (z3.is_true(a) or z3.is_false(a))]
             v = walk(h2, g2, rest, (*path, fact))
@@ -390,13 +391,13 @@ def _cases(g: Group, goal: z3.BoolRef, timeout_ms: int) -> str:
     if named_atoms is not None:
         consts = constants([*g.hyp, goal])
         try:
-            atoms = [z3.simplify(a) for a in named_atoms(lambda x: consts[x])]
+            atoms = [simplify(a) for a in named_atoms(lambda x: consts[x])]
         except KeyError:  # (a constant the atoms name is not in the query)
             return "unknown"
         if g.name in PART_CASES:
             return _part_cases(g, goal, atoms, timeout_ms)
     else:
-        hyp, goal = [z3.simplify(h) for h in g.hyp], z3.simplify(goal)
+        hyp, goal = [simplify(h) for h in g.hyp], simplify(goal)
         atoms, how = cvc5cases.ite_atoms(goal), "cases on ite conditions"
         if not atoms:
             return "unknown"

@@ -53,6 +53,7 @@ from .model import (
     transition,
 )
 from .mutants import MUTANTS
+from .rewrite import simplify
 from .trace import ConcreteArgs, decode_events, decode_state, key_name, to_op
 
 
@@ -178,7 +179,7 @@ class _Subst:
         for i, (a, b) in enumerate(pairs):
             self._from[i], self._to[i] = a.as_ast(), b.as_ast()
         if outputs:  # (term, the term to evaluate for it: quantifiers expanded)
-            vals = z3.simplify(self._substitute(_packed(outputs)))
+            vals = simplify(self._substitute(_packed(outputs)))
             for (t, _), v in zip(outputs, _unpack(vals, len(outputs)), strict=True):
                 if v is not None:
                     self.table[t.get_id()] = z3.BoolVal(v.as_long() == 1) if z3.is_bool(t) else v
@@ -193,7 +194,7 @@ class _Subst:
         got = self.table.get(x.get_id())
         if got is not None:
             return got
-        return z3.simplify(self._substitute(x))
+        return simplify(self._substitute(x))
 
 
 _PACK = z3.Function("pack!", z3.IntSort(), z3.IntSort(), z3.IntSort())
@@ -357,7 +358,7 @@ def _seq(cfg: Config, events: list[Event], keys: dict[Hashable, int]) -> Any:
         else:
             x = ev.cleared
         out = z3.Concat(out, z3.Unit(x))
-    return z3.simplify(out)
+    return simplify(out)
 
 
 def _int(m: _Subst, x: Any) -> int:

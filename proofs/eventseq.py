@@ -49,6 +49,7 @@ from .model import (
     iv,
     transition,
 )
+from .rewrite import simplify
 from .trace import decode_events, decode_state
 
 TECHNIQUE = "z3 induction (fixed N)"
@@ -184,18 +185,18 @@ def nested_goals(
         dom2 = args_domain(cfg, a2)
     out = []
     for op in ops:
-        if z3.is_false(z3.simplify(z3.substitute(fires, (st.a.kind, iv(OPK[op]))))):
+        if z3.is_false(simplify(z3.substitute(fires, (st.a.kind, iv(OPK[op]))))):
             continue  # a call of this kind fires no watcher: nothing runs nested in it
         for op2 in OPS:
             kinds = [(st.a.kind, iv(OPK[op])), (a2.kind, iv(OPK[op2]))]
             base = [
-                z3.simplify(z3.substitute(st.domain, *kinds)),
+                simplify(z3.substitute(st.domain, *kinds)),
                 st.a.kind == OPK[op],
                 *st.hyp.values(),
-                z3.simplify(z3.substitute(dom2, *kinds)),
+                simplify(z3.substitute(dom2, *kinds)),
                 a2.kind == OPK[op2],
             ]
-            parts = fixedn.conjuncts(z3.simplify(z3.substitute(goal, *kinds)))
+            parts = fixedn.conjuncts(simplify(z3.substitute(goal, *kinds)))
             answers = isolated_checks(base, parts, timeout_ms)
             g = Goal("NESTED-STEP", "step", "proved", 0.0, op=f"{op}/{op2}")
             for part, (status, dt, m) in zip(parts, answers, strict=False):

@@ -52,6 +52,7 @@ from .model import (
     iv,
     transition,
 )
+from .rewrite import simplify
 
 STATE_OBLIGATIONS = (
     "INV-REF",
@@ -210,7 +211,7 @@ def init_goals(
 
 def _case(st: Step, op: str, f: z3.BoolRef) -> z3.BoolRef:
     """``f`` with the call's kind fixed to ``op``, simplified: one operation's branch only."""
-    return z3.simplify(z3.substitute(f, (st.a.kind, iv(OPK[op]))))
+    return simplify(z3.substitute(f, (st.a.kind, iv(OPK[op]))))
 
 
 def conjuncts(f: z3.BoolRef) -> list[z3.BoolRef]:

@@ -40,6 +40,8 @@ from typing import Any, TypeAlias, TypeVar
 
 import z3  # type: ignore[import-untyped]
 
+from .rewrite import simplify
+
 Term: TypeAlias = Any  # a z3 expression (ArithRef, BoolRef, ArrayRef) or a list of them
 IntT: TypeAlias = Any  # an integer-sorted z3 term (Int or, in BMC, a bit-vector)
 BoolT: TypeAlias = Any
@@ -166,7 +168,7 @@ class Finite(Dom):
     def sel(self, a: Term, i: Any) -> Any:
         if isinstance(i, int):
             return a[i]
-        i = z3.simplify(i)
+        i = simplify(i)
         if z3.is_int_value(i) or z3.is_bv_value(i):
             k = to_int(i)
             return a[k] if 0 <= k < len(a) else a[-1]
@@ -176,12 +178,12 @@ class Finite(Dom):
         return out
 
     def mk(self, f: Callable[[Any], Any], sort: z3.SortRef) -> Term:
-        return [z3.simplify(f(iv(j))) for j in range(self.n)]
+        return [simplify(f(iv(j))) for j in range(self.n)]
 
     def _range(self, lo: Any, hi: Any, f: Callable[[Any], BoolT]) -> list[BoolT]:
         out = []
         for j in range(self.n):
-            g = z3.simplify(z3.And(iv(j) >= lo, iv(j) < hi))
+            g = simplify(z3.And(iv(j) >= lo, iv(j) < hi))
             if z3.is_false(g):
                 continue
             out.append((g, f(iv(j))))

@@ -118,6 +118,7 @@ from .model import (
     state_eq,
     to_int,
 )
+from .rewrite import simplify
 from .trace import ConcreteArgs, decode_state
 from .trace import to_op as base_to_op
 
@@ -915,7 +916,7 @@ def build(n: int, H: int = 2, G: int = 2, R: int = 4, bugs: frozenset[str] = fro
 
 
 def _case(st: MStep, op: str, f: z3.BoolRef) -> z3.BoolRef:
-    return z3.simplify(z3.substitute(f, (st.a.kind, iv(MKK[op]))))
+    return simplify(z3.substitute(f, (st.a.kind, iv(MKK[op]))))
 
 
 def step_goals(
@@ -1906,8 +1907,8 @@ def every_n_goals(
             continue
         for op in ops:
             sub = (a.kind, iv(MKK[op]))
-            base = [z3.simplify(z3.substitute(dom_, sub)), a.kind == MKK[op], *hyp]
-            parts = conjuncts(z3.simplify(z3.substitute(goal, sub)))
+            base = [simplify(z3.substitute(dom_, sub)), a.kind == MKK[op], *hyp]
+            parts = conjuncts(simplify(z3.substitute(goal, sub)))
             g = Goal(name, "step", "proved", 0.0, op=op)
             for part, (status, dt, m) in zip(
                 parts, isolated_checks(base, parts, timeout_ms, seed), strict=False
@@ -1990,7 +1991,7 @@ def every_n_witnesses(timeout_ms: int = 30000) -> list[tuple[str, str, str]]:
         prefer = [[N >= 3, N <= 4, some], [N >= 1, N <= 4], []]
     for op in MK_OPS:
         sub = (a.kind, iv(MKK[op]))
-        case = [z3.simplify(z3.substitute(dom_, sub)), a.kind == MKK[op], *hyp]
+        case = [simplify(z3.substitute(dom_, sub)), a.kind == MKK[op], *hyp]
         status, _, m = hypothesis_model(case, prefer, timeout_ms, seeds=2)
         if status != "sat" or m is None:
             out.append((op, status, "no model"))

@@ -42,6 +42,8 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
+from .rewrite import simplify
+
 HEAD, TAIL, NONE = -1, -2, -3
 LINKS = {"next_free_block": "nxt", "prev_free_block": "prv"}
 SENTINELS = {"fake_free_list_head": HEAD, "fake_free_list_tail": TAIL}
@@ -556,7 +558,7 @@ class _Exec:
         return self._truth(self.expr(e), e.lineno)
 
     def if_(self, s: ast.If) -> None:
-        c = z3.simplify(self.cond(s.test))
+        c = simplify(self.cond(s.test))
         if z3.is_true(c):
             self.block(s.body)
             return
@@ -980,7 +982,7 @@ class _Exec:
     def if_exp(self, e: ast.IfExp) -> Value:
         """``a if c else b``: only the branch taken runs (a branch decided by the model's
         kinds, such as ``type(x) is list``, is the only one translated)."""
-        c = z3.simplify(self.cond(e.test))
+        c = simplify(self.cond(e.test))
         if z3.is_true(c):
             return self.expr(e.body)  # type: ignore[no-any-return]
         if z3.is_false(c):

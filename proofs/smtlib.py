@@ -17,18 +17,20 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
+from .rewrite import simplify
+
 
 def to_smt2(query: list[z3.BoolRef], ctx: z3.Context | None = None) -> str:
     """The query as SMT-LIB 2 text, in a context of its own (or ``ctx``, one kept for
     exports only: making a context costs about 20 ms).
 
-    Each assertion goes through ``z3.simplify`` first (an equivalent formula): z3 writes a
-    one-term sum as ``(+ x)``, which SMT-LIB does not allow and cvc5 rejects.
+    Each assertion goes through :func:`rewrite.simplify` first (an equivalent formula): z3
+    writes a one-term sum as ``(+ x)``, which SMT-LIB does not allow and cvc5 rejects.
     """
     ctx = z3.Context() if ctx is None else ctx
     sol = z3.Solver(ctx=ctx)
     for q in query:
-        sol.add(z3.simplify(q.translate(ctx)))
+        sol.add(simplify(q.translate(ctx)))
     text: str = sol.to_smt2()
     return text
 
@@ -140,7 +142,7 @@ def lift_lambdas(query: list[z3.BoolRef]) -> list[z3.BoolRef]:
 def to_smt2_lifted(query: list[z3.BoolRef]) -> str:
     """:func:`to_smt2` of the query with its lambdas lifted (:func:`lift_lambdas`)."""
     ctx = z3.Context()
-    return to_smt2(lift_lambdas([z3.simplify(q.translate(ctx)) for q in query]))
+    return to_smt2(lift_lambdas([simplify(q.translate(ctx)) for q in query]))
 
 
 def cvc5_load(
@@ -330,10 +332,10 @@ def split_queries(hyp: list[z3.BoolRef], goal: z3.BoolRef) -> list[list[z3.BoolR
     a model of the whole query: each part follows from the goal.)"""
     pairs = _fixed_constants(hyp)
     if pairs:
-        hyp = [z3.simplify(z3.substitute(h, *pairs)) for h in hyp] + [x == c for x, c in pairs]
-        goal = z3.simplify(z3.substitute(goal, *pairs))
+        hyp = [simplify(z3.substitute(h, *pairs)) for h in hyp] + [x == c for x, c in pairs]
+        goal = simplify(z3.substitute(goal, *pairs))
     else:
-        goal = z3.simplify(goal)
+        goal = simplify(goal)
     return [[*hyp, z3.Not(g)] for g in split_goal(goal)]
 
 
@@ -396,8 +398,8 @@ def assume(
         pair = (fact.arg(0), z3.BoolVal(False))
     else:
         pair = (fact, z3.BoolVal(True))
-    new_hyp = [z3.simplify(z3.substitute(h, pair)) for h in hyp]
-    return [*new_hyp, fact], z3.simplify(z3.substitute(goal, pair))
+    new_hyp = [simplify(z3.substitute(h, pair)) for h in hyp]
+    return [*new_hyp, fact], simplify(z3.substitute(goal, pair))
 
 
 def parts_unsat(
@@ -450,7 +452,7 @@ def cvc5_confirm_cases(
     leaves = 0
     for fact in (atoms[0], z3.Not(atoms[0])):
         h, g = assume(hyp, goal, fact)
-        rest = [z3.simplify(z3.substitute(a, *_pairs(fact))) for a in atoms[1:]]
+        rest = [simplify(z3.substitute(a, *_pairs(fact))) for a in atoms[1:]]
         # (an atom the case decides is no split: drop it)
         rest = [a for a in rest if not (z3.is_true(a) or z3.is_false(a))]
         v, n = cvc5_confirm_cases(h, g, rest, timeout_ms, whole_ms)

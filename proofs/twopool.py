@@ -91,6 +91,7 @@ from .model import (
     to_int,
     transition,
 )
+from .rewrite import simplify
 from .trace import ConcreteArgs, decode_state, read_args, to_op
 
 OPS2: tuple[str, ...] = (*OPS, "DropPool")
@@ -525,7 +526,7 @@ def build(
 
 
 def _case(st: Step2, op: str, caller: int, f: Any) -> Any:
-    return z3.simplify(z3.substitute(f, (st.a2.a.kind, iv(OPK2[op])), (st.a2.c, iv(caller))))
+    return simplify(z3.substitute(f, (st.a2.a.kind, iv(OPK2[op])), (st.a2.c, iv(caller))))
 
 
 def _base(st: Step2, op: str, caller: int) -> list[Any]:

@@ -142,8 +142,9 @@ def test_key_invariants_every_n_and_a_mutant_refuted() -> None:
     assert {(g.name, g.case) for g in goals} >= {("INV-CACHE", "init"), ("INV-CACHE", "step")}
     assert [g for g in goals if g.status != "proved"] == []
     # The two refutations are asked in a fresh interpreter, as make verify's multikey part asks
-    # it: the step's formulas go through z3.simplify, whose disjunctions follow the
-    # process's term numbers (docs/06-z3.md, "one obligation, one answer"). In a pytest
+    # it: the step's formulas went through z3.simplify, whose disjunctions followed the
+    # process's term numbers (docs/06-z3.md, "one obligation, one answer"; fixed since by
+    # proofs/rewrite.py, the fresh interpreter kept as make verify's own setting). In a pytest
     # worker that had run other files first it stayed unknown through every_n_refutes'
     # whole ladder (5 seeds, up to 30 s each; CI under load, 2026-12-06). Alone it is
     # refuted in 0.2 s; after free_blocks' hot-path obligations and this test's goals

@@ -66,7 +66,7 @@ import z3  # type: ignore[import-untyped]
 from . import cvc5cases, cvc5leaves, cvc5more, smtlib
 from .model import Record, constants, subterms
 from .pysource import NONE
-from .rewrite import simplify
+from .rewrite import selects_expanded, simplify
 
 TIMEOUT_MS = 5000
 """cvc5's time limit (wall clock) on a query whole and on each relevant subset."""
@@ -464,7 +464,7 @@ def _instantiated_parts(
         weak = checked(hyp, instances(hyp, terms))
         if weak is None:
             return REFUSED
-        if _ask([simplify(f) for f in [*weak, *neg]], timeout_ms) != "unsat":
+        if _ask([selects_expanded(f) for f in [*weak, *neg]], timeout_ms) != "unsat":
             return ""
         return None
 
@@ -670,7 +670,7 @@ def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int)
         sub = core_checked(hyp, *got)
         if sub is None:
             return REFUSED
-        v = _ask([simplify(f) for f in [*sub, *neg]], timeout_ms)
+        v = _ask([selects_expanded(f) for f in [*sub, *neg]], timeout_ms)
         if v != "unsat":
             return f"cvc5 {v} on a core ({len(got[1])} of {len(insts)} instances)"
         return None

@@ -430,7 +430,7 @@ def instantiated(
     the part's query, so "unsat" on every part proves the query; any other answer counts
     for nothing ("unknown"). The second value says how ("instances" or "instances: k
     parts"), or why not."""
-    return _whole_then_parts(_instantiated_parts, hyp, goal, timeout_ms, f"instances: {REFUSED}")
+    return _whole_then_parts(_instantiated_parts, hyp, goal, timeout_ms)
 
 
 def _whole_then_parts(
@@ -438,13 +438,12 @@ def _whole_then_parts(
     hyp: list[z3.BoolRef],
     goal: z3.BoolRef,
     timeout_ms: int,
-    refused: str,
 ) -> tuple[str, str]:
-    """``ask`` on the goal whole; unless that is unsat or refused (its answer begins with
-    ``refused``: a part that fails the check would fail it again), on the goal's parts
-    (:func:`smtlib.split_goal`), each of which must be unsat."""
+    """``ask`` on the goal whole; unless that is unsat or refused (its answer ends with
+    :data:`REFUSED`: a part that fails the check would fail it again), on the goal's
+    parts (:func:`smtlib.split_goal`), each of which must be unsat."""
     v, how = ask(hyp, [goal], timeout_ms)
-    if v == "unsat" or how.startswith(refused):
+    if v == "unsat" or how.endswith(REFUSED):
         return v, how
     parts = smtlib.split_goal(goal, INSTANCE_PARTS)
     if len(parts) == 1:
@@ -651,7 +650,7 @@ def cores(
     of the part's query, so cvc5's unsat proves it. z3's unsat alone counts for nothing;
     cvc5's ``sat`` or unknown on a core counts for nothing. The second value says how
     ("cores" or "cores: k parts"), or why not."""
-    return _whole_then_parts(_core_parts, hyp, goal, timeout_ms, f"cores: {REFUSED}")
+    return _whole_then_parts(_core_parts, hyp, goal, timeout_ms)
 
 
 def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int) -> tuple[str, str]:

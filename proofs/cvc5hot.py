@@ -320,8 +320,7 @@ def instantiate(h: z3.BoolRef, terms: tuple[z3.ExprRef, ...]) -> z3.BoolRef:
     instance follows from the quantifier, and ``h`` only gets weaker where its parts do:
     ``h`` implies the result. Quantifiers elsewhere (under ``ite``, ``==``, a binder)
     are left as they are. Not simplified: built the same way twice, it is the same
-    term (:func:`checked` compares; z3's simplifier orders arguments by term id, which a
-    second run need not repeat)."""
+    term (:func:`checked` compares), whatever z3's rewriter would make of it."""
     memo: dict[tuple[int, bool], z3.BoolRef] = {}
 
     def walk(e: z3.BoolRef, positive: bool) -> z3.BoolRef:

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import z3  # type: ignore[import-untyped]
 
+_IN_WRITTEN_ORDER = {"sort_disjunctions": False}
+"""z3's options that keep a formula independent of term ids (the rest are off by default)."""
+
 
 def simplify(e: z3.ExprRef) -> z3.ExprRef:
     """``e`` simplified by z3, the result independent of the process's history."""
-    return z3.simplify(e, sort_disjunctions=False)
+    return z3.simplify(e, **_IN_WRITTEN_ORDER)
 
 
 def selects_expanded(e: z3.ExprRef) -> z3.ExprRef:
@@ -32,4 +35,4 @@ def selects_expanded(e: z3.ExprRef) -> z3.ExprRef:
     measured on ``touch``'s queue [5/9] (2026-12-06), its cores were then
     quantifier-free and cvc5 proved them in about 2 s each, against unknown at 8 s
     under each of its settings, and 35 s at a 60 s limit, with the definitions."""
-    return z3.simplify(e, sort_disjunctions=False, expand_select_ite=True)
+    return z3.simplify(e, **_IN_WRITTEN_ORDER, expand_select_ite=True)

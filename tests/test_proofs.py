@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fresh import in_a_fresh_interpreter
 
 from kvpool.proofs import __main__ as cli
 from kvpool.proofs import differential, induction, refinement, runner, steprules, symsorts
@@ -53,8 +52,6 @@ def test_the_lemmas_hold_at_seeds_where_the_direct_free_lemma_timed_out() -> Non
 
 _INDUCTION_MUTANTS = """
 import json
-import subprocess
-import sys
 from kvpool.proofs import runner
 rows = runner.run_induction_mutants(20000, which=("touch-null", "evict-keeps-index"), extras=True)
 print(json.dumps([[r.obligation, r.status, r.replay] for r in rows]))
@@ -65,14 +62,7 @@ def test_induction_mutants_are_refuted_with_a_replayed_state() -> None:
     # In a fresh interpreter: on quantified formulas z3's answer can depend on the formulas a
     # process built before (perm-without-inverse came back unknown once inside a pytest
     # worker and is refuted in 0.04 s alone); the verdict must be the obligation's own.
-    out = subprocess.run(
-        [sys.executable, "-c", _INDUCTION_MUTANTS],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    rows = json.loads(out.stdout)
+    rows = json.loads(in_a_fresh_interpreter(_INDUCTION_MUTANTS))
     assert len(rows) == 4
     assert all(status == "expected-refuted" for _, status, _ in rows), rows
     assert all(replay.startswith("confirmed") for _, _, replay in rows), rows

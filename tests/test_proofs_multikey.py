@@ -8,11 +8,10 @@ differential must catch a mutant as well as agree on the real encoding.
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
+from fresh import in_a_fresh_interpreter
 
 from kvpool.proofs import multikey as mk
 from kvpool.proofs.runner import PROFILES, ObligationResult
@@ -149,14 +148,8 @@ def test_key_invariants_every_n_and_a_mutant_refuted() -> None:
     # whole ladder (5 seeds, up to 30 s each; CI under load, 2026-12-06). Alone it is
     # refuted in 0.2 s; after free_blocks' hot-path obligations and this test's goals
     # were built in the same process, in 3.3 s (the first seed's 3 s ran out).
-    child = subprocess.run(
-        [sys.executable, "-c", _REFUTE_IN_A_FRESH_PROCESS],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    assert child.stdout.split() == ["refuted", "refuted"], child.stdout + child.stderr
+    out = in_a_fresh_interpreter(_REFUTE_IN_A_FRESH_PROCESS)
+    assert out.split() == ["refuted", "refuted"], out
     bad = mk.every_n_goals(
         frozenset(["mk-promote-keeps-index"]), ops=("CacheFullBlocks",), names=("INV-EVENTS",)
     )

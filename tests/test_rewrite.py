@@ -3,10 +3,8 @@ made before it (proofs/rewrite.py; docs/06-z3.md, "One obligation, one answer").
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import z3  # type: ignore[import-untyped]
+from fresh import in_a_fresh_interpreter
 
 from kvpool.proofs.rewrite import simplify
 
@@ -49,15 +47,8 @@ for step, hyps, goal in pyhot.obligations(None, "unpin_blocks", 2, False):
 
 
 def _translated(history: str, simplify_as: str) -> str:
-    child = subprocess.run(
-        [sys.executable, "-c", _OBLIGATION, history, simplify_as],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    lines = child.stdout.split()
-    assert len(lines) == 1, child.stdout + child.stderr  # the step exists, once
+    lines = in_a_fresh_interpreter(_OBLIGATION, history, simplify_as, timeout=300).split()
+    assert len(lines) == 1, lines  # the step exists, once
     return lines[0]
 
 

@@ -1048,7 +1048,7 @@ over-free of a block in use is drawn too rarely); at 500 all 44 fail, in at most
 def _oracle_parts(profile: Profile) -> list[tuple[str, float]]:
     parts = [(level, 5.0) for level in ORACLE_LEVELS]  # CPU s, as PROOF_COSTS
     if profile != "fast":
-        parts += [(f"catalogue:{i}/{SHARDS}", 75.0) for i in range(SHARDS)]
+        parts += [(f"catalogue:{i}/{SHARDS}", 45.0) for i in range(SHARDS)]
     return parts
 
 

@@ -52,6 +52,11 @@ class Mutant:
     queue_patches: tuple[Patch, ...] = ()
     hints: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
     """LockstepConfig fields that focus a search on this bug (e.g. events=True)."""
+    invalid_calls_only: bool = field(default=False, hash=False, compare=False)
+    """Measured: no valid call shows this bug (``kvpool conform --level exact`` passes it
+    at 500 examples), only invalid calls or faulty watchers do. The oracle's catalogue
+    check then skips ``robust``'s first stage, the valid calls' search, which would only
+    spend its whole budget finding nothing (see :func:`kvpool.oracle.catalogue.run`)."""
 
     def pool_class(self) -> type[BlockPool]:
         """The buggy ``BlockPool`` class (built once per mutant, then cached)."""
@@ -104,9 +109,11 @@ def _m(
     breaks: tuple[str, ...],
     pool: tuple[Patch, ...] = (),
     queue: tuple[Patch, ...] = (),
+    *,
+    invalid_calls_only: bool = False,
     **hints: Any,
 ) -> Mutant:
-    return Mutant(name, story, breaks, pool, queue, hints)
+    return Mutant(name, story, breaks, pool, queue, hints, invalid_calls_only)
 
 
 _FIRE_ON_HANDOUT = "        if watched:\n            self._fire(self._detach_watchers(ret), ret)\n"
@@ -252,6 +259,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "for block, m in dict.fromkeys(blocks, 1).items():",
             ),
         ),
+        invalid_calls_only=True,
     ),
     _m(
         "double-free-clamped",
@@ -263,6 +271,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "                    elif ref_cnt == 0 or (ref_cnt < 0 and not block.is_null):\n",
             ),
         ),
+        invalid_calls_only=True,
     ),
     _m(
         "touch-keeps-free",
@@ -329,6 +338,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "                if ref_cnt < 0:\n",
             ),
         ),
+        invalid_calls_only=True,
     ),
     # -- watchers -------------------------------------------------------------------------
     _m(
@@ -365,6 +375,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "        self._fire(self._detach_watchers(ret), ret)\n",
             ),
         ),
+        invalid_calls_only=True,
     ),
     _m(
         "watcher-only-last",
@@ -414,6 +425,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "                    break\n",
             ),
         ),
+        invalid_calls_only=True,
     ),
     _m(
         "watcher-error-escapes",
@@ -425,6 +437,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "            except ArithmeticError as exc:\n",
             ),
         ),
+        invalid_calls_only=True,
     ),
     # -- the prefix cache -------------------------------------------------------------------
     _m(
@@ -469,6 +482,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         caching=False,
         rules=frozenset({"allocate", "invalid_call", "cache_refused"}),
+        invalid_calls_only=True,
     ),
     _m(
         "cache-overwrites-key",
@@ -482,6 +496,7 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         caching=True,
+        invalid_calls_only=True,
     ),
     _m(
         "evict-validates-late",
@@ -498,6 +513,7 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         caching=True,
+        invalid_calls_only=True,
     ),
     _m(
         "evict-negative-ids",
@@ -505,6 +521,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error kind differs",),
         pool=(("not 0 <= i < n:", "not -n <= i < n:"),),
         rules=frozenset({"allocate", "invalid_call", "bad_ids_and_keys"}),
+        invalid_calls_only=True,
     ),
     # -- events -----------------------------------------------------------------------------
     _m(
@@ -567,6 +584,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         max_pools=2,
         rules=frozenset({"allocate", "invalid_call", "foreign_block"}),
+        invalid_calls_only=True,
     ),
     # -- validation after mutation ------------------------------------------------------------
     _m(
@@ -583,6 +601,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         max_pools=2,
         rules=frozenset({"allocate", "free_request", "share_request", "invalid_call", "over_free"}),
+        invalid_calls_only=True,
     ),
     _m(
         "double-free-no-undo",
@@ -595,6 +614,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "                        # Every entry is checked",
             ),
         ),
+        invalid_calls_only=True,
     ),
     _m(
         "bad-entry-no-undo",
@@ -607,6 +627,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "            if not isinstance(exc, Exception):\n",
             ),
         ),
+        invalid_calls_only=True,
     ),
     # -- results ----------------------------------------------------------------------------
     _m(
@@ -619,6 +640,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "if not isinstance(num_blocks, int) or num_blocks < 0:",
             ),
         ),
+        invalid_calls_only=True,
     ),
     _m(
         "reset-while-in-use",

@@ -4,7 +4,9 @@
 
 Each mutant must fail, with a minimal trace; the exit code is 1 if any survives.
 The mutants' hints (caching or events on, two pools) focus the search as in the
-lockstep tests.
+lockstep tests. A mutant no valid call shows (its ``invalid_calls_only``, measured)
+is searched without ``robust``'s valid-call stage: that stage would spend its whole
+budget finding nothing (176 of the 356 s the 44 mutants took at 500 examples).
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ def run(examples: int = 200, names: list[str] | None = None) -> list[dict[str, A
         hints = {**MUTANT_FOCUS, **dict(m.hints)}
         max_blocks = hints.pop("max_blocks", 10)
         level = hints.pop("level", "robust")
-        report = conform(target, level, examples, max_blocks=max_blocks, **hints)
+        skip = m.invalid_calls_only and level == "robust"
+        report = conform(
+            target, level, examples, max_blocks=max_blocks, valid_stage=not skip, **hints
+        )
         steps = [s for s in report.trace.steps if "call" in s] if report.trace else []
         rows.append(
             {

@@ -692,6 +692,7 @@ def conform(
     allow: Iterable[str] = (),
     patience: int = 1,
     max_findings: int = MAX_FINDINGS,
+    valid_stage: bool = True,
     **overrides: Any,
 ) -> Report:
     """Search for a trace on which ``target`` parts from the spec at ``level``.
@@ -714,7 +715,10 @@ def conform(
     something new to ``patience``.
     Each search after the first is steered away from the shapes of invalid call that
     have shown an accepted difference (:mod:`.steering`). ``allow`` (``--allow``):
-    differences accepted from the start (see :func:`acceptance`).
+    differences accepted from the start (see :func:`acceptance`). ``valid_stage``
+    (``robust`` only): False skips the first stage, for a target known to part from the
+    spec on invalid calls only (the catalogue's :attr:`~kvpool.mutants.Mutant.invalid_calls_only`);
+    the one stage left is the one that would have found it, with the same examples.
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
@@ -722,9 +726,12 @@ def conform(
         raise ValueError(f"patience must be at least 1, got {patience}")
     if max_findings < 1:
         raise ValueError(f"max_findings must be at least 1, got {max_findings}")
+    if not valid_stage and level != "robust":
+        raise ValueError(f"only robust has a valid-call stage to skip, not {level!r}")
     allow = list(allow)
     config = lockstep_config(target, level, max_blocks, check_every, **overrides)
-    stages = [replace(config, level="exact"), config] if level == "robust" else [config]
+    two = level == "robust" and valid_stage
+    stages = [replace(config, level="exact"), config] if two else [config]
     accept = acceptance(target, level, allow)
     coverage = Coverage()
     branches = SpecBranches(spec_coverage)  # one measurement over every stage and search

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -294,3 +295,36 @@ def test_safety_allows_any_eviction_order_but_not_broken_invariants() -> None:
     broken = as_target(mutants.get("prepend-counter-stale").pool_class())
     report = conform(broken, "safety", examples=60, steps=20)
     assert not report.conforms and report.rule == "INV-FREE"
+
+
+def test_robust_can_skip_its_valid_call_stage_and_finds_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The catalogue's invalid_calls_only mutants are searched without robust's first
+    # stage; the stage left must make the same examples, so it finds the same trace.
+    from kvpool import mutants
+    from kvpool.oracle import conformance
+    from kvpool.oracle.machine import MUTANT_FOCUS
+    from kvpool.oracle.targets import as_target
+
+    stages: list[str] = []
+    real = conformance._search
+
+    def spy(target: Any, config: Any, *args: Any) -> Any:
+        stages.append(config.level)
+        return real(target, config, *args)
+
+    monkeypatch.setattr(conformance, "_search", spy)
+    m = mutants.get("double-free-clamped")
+    assert m.invalid_calls_only
+    target = as_target(m.pool_class())
+    hints = {k: v for k, v in MUTANT_FOCUS.items() if k != "max_blocks"}
+    both = conform(target, "robust", examples=40, max_blocks=8, **hints)
+    assert stages == ["exact", "robust"]
+    stages.clear()
+    one = conform(target, "robust", examples=40, max_blocks=8, valid_stage=False, **hints)
+    assert stages == ["robust"]
+    assert not both.conforms and not one.conforms
+    assert (one.rule, one.trace) == (both.rule, both.trace)
+    with pytest.raises(ValueError, match="valid-call stage"):
+        conform(target, "exact", examples=1, valid_stage=False)

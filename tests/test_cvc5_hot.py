@@ -432,7 +432,7 @@ def test_a_core_z3_finds_unsat_and_cvc5_does_not_is_not_counted(
     _cores_only(monkeypatch)
     hyp, goal, _ = _coreq()
     real_ask, real_core = cvc5hot._ask, cvc5hot.core
-    monkeypatch.setattr(cvc5hot, "_ask", lambda q, ms: "unknown")
+    monkeypatch.setattr(cvc5hot, "_ask", lambda q, ms, qf_ms=None: "unknown")
     assert cvc5hot.cores(hyp, goal) == (
         "unknown",
         "cores: cvc5 unknown on a core (2 of 6 instances)",
@@ -451,6 +451,32 @@ def test_a_core_z3_finds_unsat_and_cvc5_does_not_is_not_counted(
     by_method, _ = cvc5hot.tally([("pool touch L=2 (post: p)", hyp, goal, "proved")])
     assert by_method["touch"].line("touch") == "touch 0 of 1"
     assert by_method["touch"].open == ["pool touch L=2 (post: p) (unknown: whole)"]
+
+
+def test_a_quantifier_free_core_left_unknown_is_asked_again_with_more_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cvc5 (a stand-in) settles only with the longer limit: a quantifier-free core is
+    confirmed on the second ask, a quantified query is not asked again; the seeded bug,
+    no second ask (``qf_ms`` not passed), leaves the core unknown."""
+    limits: list[int] = []
+
+    def slow(text: str, ms: int, ladder: bool = True) -> tuple[str, str]:
+        limits.append(ms)
+        return ("unsat" if ms >= cvc5hot.CORE_QF_CVC5_MS else "unknown"), "plain"
+
+    monkeypatch.setattr(cvc5more, "ask", slow)
+    p, x = z3.Bool("p"), z3.Int("x")
+    qf_ms = cvc5hot.CORE_QF_CVC5_MS
+    assert cvc5hot._ask([p, z3.Not(p)], 8000, qf_ms) == "unsat"
+    assert limits == [8000, qf_ms]
+    limits.clear()
+    assert cvc5hot._ask([z3.ForAll([x], x > 0), p], 8000, qf_ms) == "unknown"
+    assert limits == [8000]
+    assert cvc5hot._ask([p, z3.Not(p)], 8000) == "unknown"  # the seeded bug
+    _cores_only(monkeypatch)
+    hyp, goal, _ = _coreq()
+    assert cvc5hot.cores(hyp, goal) == ("unsat", "cores")
 
 
 def _lambdaq() -> tuple[list[z3.BoolRef], z3.BoolRef, z3.BoolRef]:

@@ -390,8 +390,8 @@ def cvc5_cases_section(quick: bool) -> dict[str, Any]:
     """cvc5 on what its whole and split asks leave open: the event log's queries per N
     (folds abstracted; the default profile's N, then the deep profile's, not with
     --quick), and each obligation of ``cvc5cases.CASES`` asked case by case."""
-    from kvpool.proofs import cvc5cases, eventseq, fixedn, induction, steprules
-    from kvpool.proofs.model import recording
+    from kvpool.proofs import cvc5cases, eventseq, induction, steprules
+    from kvpool.proofs.model import Goal, recording
     from kvpool.proofs.runner import PROFILES
 
     default = PROFILES["default"]["cvc5_eventseq"]
@@ -401,7 +401,7 @@ def cvc5_cases_section(quick: bool) -> dict[str, Any]:
         "| --- | --- | --- | ---: | ---: |",
     ]
     for n in default if quick else deep:
-        kept: dict[int, list[fixedn.Goal]] = {}
+        kept: dict[int, list[Goal]] = {}
         eventseq.rows((n,), 120000, kept)
         c0, w0 = _cpu(), time.perf_counter()
         row = eventseq.cvc5_row(kept, 5000)

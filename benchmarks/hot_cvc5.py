@@ -5,11 +5,11 @@
 ``METHOD`` is ``touch`` (``pypool``), ``free_blocks``, ``unpin_blocks`` or
 ``get_new_blocks`` (``pyhot``). z3 proves the method's every obligation at each of its
 proof's bounds (240 s each, as ``make proofs-deep``) with its queries recorded, then
-``cvc5hot.tally`` asks cvc5 each query z3 proved, step by step, as the ``pool-source``
+``cvc5hot.row`` asks cvc5 each query z3 proved, step by step, as the ``pool-source``
 part's second-solver row does for all four methods at once (in one process there, so
 one method alone here is its share of that row, not the row). Prints z3's statuses and
-seconds, the method's line ("touch 50 of 67 (...)"), cvc5's asks and seconds, and each
-query left open or in disagreement (exit status 1 on a disagreement).
+seconds, then the row: its status and seconds, its bounds ("touch 50 of 67 (...)",
+cvc5's asks) and the queries it names not confirmed (exit status 1 on a disagreement).
 
 Measured 2026-12-06 (2 shared cores; the load in the docs): see docs/06-z3.md,
 "One method at a time, as its row counts it".
@@ -37,17 +37,11 @@ def main(argv: list[str] | None = None) -> int:
             statuses = [r.status for r in pyhot.prove((args.method,), None, 240000)]
     counts = {s: statuses.count(s) for s in sorted(set(statuses))}
     print(f"z3: {counts} in {time.perf_counter() - t0:.0f} s", flush=True)
-    t1 = time.perf_counter()
-    by_method, asks = cvc5hot.tally(rec)
-    disagree = 0
-    for m, t in by_method.items():
-        print(f"cvc5: {t.line(m)}; {asks} asks in {time.perf_counter() - t1:.0f} s")
-        for x in t.open:
-            print(f"  open: {x}")
-        for x in t.disagree:
-            print(f"  DISAGREE: {x}")
-        disagree += len(t.disagree)
-    return 1 if disagree else 0
+    row = cvc5hot.row("pool-source", rec)  # the deep part's own row, for this method
+    print(f"cvc5: {row['status']}, {row['seconds']:.0f} s: {row['bounds']}")
+    if row["replay"]:
+        print(f"  {row['replay']}")
+    return 1 if row["status"] == "disagree" else 0
 
 
 if __name__ == "__main__":

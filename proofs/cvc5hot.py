@@ -506,11 +506,12 @@ quantifiers it instantiates."""
 CORE_CVC5_MS = 8000
 """cvc5's time limit on a core (:func:`cores`)."""
 
-CORE_QF_CVC5_MS = 60000
-"""cvc5's time limit on a quantifier-free core it left unknown at :data:`CORE_CVC5_MS`.
-Such a query is decidable, so more time is what helps (measured by hand: ``touch``'s
-queue [5/9] at 2 entries, part 8's core, unknown at 8 s, unsat in 17.7 s); a core with a
-quantifier left is not asked again (there, time was not what it lacked)."""
+CORE_QF_AGAIN = 8
+"""A quantifier-free core cvc5 left unknown at :data:`CORE_CVC5_MS` is asked once more at
+this many times it (64 s; :func:`cvc5more.ask`'s ``again``). Such a query is decidable,
+so more time is what helps (measured by hand: ``touch``'s queue [5/9] at 2 entries,
+part 8's core, unknown at 8 s, unsat in 17.7 s); a core with a quantifier left is not
+asked again (there, time was not what it lacked)."""
 
 CORE_LIT = "core"
 """The prefix of the fresh literals (``z3.FreshBool``: no name of the query) z3's query
@@ -674,7 +675,7 @@ def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int)
         sub = core_checked(hyp, *got)
         if sub is None:
             return REFUSED
-        v = _ask([selects_expanded(f) for f in [*sub, *neg]], timeout_ms, CORE_QF_CVC5_MS)
+        v = _ask([selects_expanded(f) for f in [*sub, *neg]], timeout_ms, CORE_QF_AGAIN)
         if v != "unsat":
             return f"cvc5 {v} on a core ({len(got[1])} of {len(insts)} instances)"
         return None
@@ -685,17 +686,13 @@ def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int)
 # -- the steps ------------------------------------------------------------------------------
 
 
-def _ask(query: list[z3.BoolRef], timeout_ms: int, qf_ms: int | None = None) -> str:
-    """cvc5's verdict on ``query`` within ``timeout_ms``; a quantifier-free query it left
-    unknown is asked again within ``qf_ms`` (if given)."""
+def _ask(query: list[z3.BoolRef], timeout_ms: int, again: int = 1) -> str:
+    """cvc5's verdict on ``query`` (:func:`cvc5more.ask`, its first setting, ``again``)."""
     try:
         text = cvc5more.export(query)
     except z3.Z3Exception as exc:  # (a query z3 cannot print: not read)
         return f"refused ({str(exc)[:60]})"
-    v = cvc5more.ask(text, timeout_ms, ladder=False)[0]
-    if v == "unknown" and qf_ms is not None and not cvc5more.quantified(text):
-        v = cvc5more.ask(text, qf_ms, ladder=False)[0]
-    return v
+    return cvc5more.ask(text, timeout_ms, ladder=False, again=again)[0]
 
 
 def _direct(

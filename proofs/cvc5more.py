@@ -140,15 +140,27 @@ def quantified(text: str) -> bool:
     return "(forall" in text or "(exists" in text
 
 
-def ask(text: str, timeout_ms: int = TIMEOUT_MS, ladder: bool = True) -> tuple[str, str]:
+def again_how(again: int) -> str:
+    """What :func:`ask` says gave its verdict when it asked a second time."""
+    return f"{again}x the limit"
+
+
+def ask(
+    text: str, timeout_ms: int = TIMEOUT_MS, ladder: bool = True, again: int = 1
+) -> tuple[str, str]:
     """cvc5's verdict on ``text``, and the settings that gave it: a quantifier-free
-    query once, in this process (cvc5 keeps its time limit there); a quantified one
+    query once, in this process (cvc5 keeps its time limit there), and, left unknown,
+    once more at ``again`` times the limit when ``again`` > 1 (decidable: time is what
+    it lacks; the settings then say :func:`again_how`); a quantified one
     in a forked child (:func:`smtlib.cvc5_check_bounded`) under each of :data:`LADDER`
     (only its first without ``ladder``) until one says sat or unsat. Text cvc5 does
     not read is "refused (...)"."""
     if not quantified(text):
         try:
-            return smtlib.cvc5_check(text, timeout_ms)[0], "plain"
+            v = smtlib.cvc5_check(text, timeout_ms)[0]
+            if v == "unknown" and again > 1:
+                return smtlib.cvc5_check(text, again * timeout_ms)[0], again_how(again)
+            return v, "plain"
         except (ValueError, RuntimeError) as exc:
             return f"refused ({str(exc)[:60]})", "plain"
     v = "unknown"
@@ -419,13 +431,11 @@ def _confirm(
         return ["unknown"] * len(goals)
     g.asks += 1
     text = export([*g.hyp, _negated(goals)])
-    # (a group of several queries gets cvc5's default only: its halves get the rest)
-    v, how = ask(text, timeout_ms, ladder=len(goals) == 1)
-    if v == "unknown" and not quantified(text):
-        # quantifier-free: decidable, so a longer limit is what helps (before halving)
+    # (a group of several queries gets cvc5's default only: its halves get the rest;
+    # a quantifier-free one left unknown is asked again at a longer limit, before halving)
+    v, how = ask(text, timeout_ms, ladder=len(goals) == 1, again=QF_RETRY)
+    if how == again_how(QF_RETRY):
         g.asks += 1
-        v, how = ask(text, QF_RETRY * timeout_ms)
-        how = f"{QF_RETRY}x the limit"
     if v == "unsat":
         if how != "plain":
             g.how = g.how or how

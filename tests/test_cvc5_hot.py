@@ -432,7 +432,7 @@ def test_a_core_z3_finds_unsat_and_cvc5_does_not_is_not_counted(
     _cores_only(monkeypatch)
     hyp, goal, _ = _coreq()
     real_ask, real_core = cvc5hot._ask, cvc5hot.core
-    monkeypatch.setattr(cvc5hot, "_ask", lambda q, ms, qf_ms=None: "unknown")
+    monkeypatch.setattr(cvc5hot, "_ask", lambda q, ms, again=1: "unknown")
     assert cvc5hot.cores(hyp, goal) == (
         "unknown",
         "cores: cvc5 unknown on a core (2 of 6 instances)",
@@ -458,20 +458,21 @@ def test_a_quantifier_free_core_left_unknown_is_asked_again_with_more_time(
 ) -> None:
     """cvc5 (a stand-in) settles only with the longer limit: a quantifier-free core is
     confirmed on the second ask, a quantified query is not asked again; the seeded bug,
-    no second ask (``qf_ms`` not passed), leaves the core unknown."""
+    no second ask (``again`` not passed), leaves the core unknown."""
     limits: list[int] = []
+    again_ms = cvc5hot.CORE_QF_AGAIN * 8000
 
-    def slow(text: str, ms: int, ladder: bool = True) -> tuple[str, str]:
+    def slow(text: str, ms: int, options: object = None) -> tuple[str, float]:
         limits.append(ms)
-        return ("unsat" if ms >= cvc5hot.CORE_QF_CVC5_MS else "unknown"), "plain"
+        return ("unsat" if ms >= again_ms else "unknown"), 0.0
 
-    monkeypatch.setattr(cvc5more, "ask", slow)
+    monkeypatch.setattr(smtlib, "cvc5_check", slow)
+    monkeypatch.setattr(smtlib, "cvc5_check_bounded", slow)
     p, x = z3.Bool("p"), z3.Int("x")
-    qf_ms = cvc5hot.CORE_QF_CVC5_MS
-    assert cvc5hot._ask([p, z3.Not(p)], 8000, qf_ms) == "unsat"
-    assert limits == [8000, qf_ms]
+    assert cvc5hot._ask([p, z3.Not(p)], 8000, cvc5hot.CORE_QF_AGAIN) == "unsat"
+    assert limits == [8000, again_ms]
     limits.clear()
-    assert cvc5hot._ask([z3.ForAll([x], x > 0), p], 8000, qf_ms) == "unknown"
+    assert cvc5hot._ask([z3.ForAll([x], x > 0), p], 8000, cvc5hot.CORE_QF_AGAIN) == "unknown"
     assert limits == [8000]
     assert cvc5hot._ask([p, z3.Not(p)], 8000) == "unknown"  # the seeded bug
     _cores_only(monkeypatch)

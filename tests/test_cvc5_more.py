@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 import z3  # type: ignore[import-untyped]
 
 from kvpool.proofs import cvc5more, runner, smtlib, twopool
@@ -152,3 +153,32 @@ def test_a_constant_array_with_a_negative_default_is_read_by_cvc5() -> None:
     sat = smtlib.to_smt2([a == k, z3.Select(a, i) == -3])
     assert cvc5more.ask(cvc5more.export([a == k, z3.Select(a, i) == -3]))[0] == "sat"
     assert cvc5more.negative_defaults(sat).count("-3") >= 1
+
+
+def test_a_quantifier_free_group_left_unknown_is_asked_again_at_a_longer_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cvc5 (a stand-in) settles the quantifier-free group only at QF_RETRY times the
+    limit: it is confirmed on the second ask, and says so; the seeded bug, ``ask``
+    without its second ask (``again`` dropped), leaves it unknown (the one-by-one
+    retries, which would settle it later, are off here)."""
+    limits: list[int] = []
+    longer = cvc5more.QF_RETRY * cvc5more.TIMEOUT_MS
+
+    def slow(text: str, ms: int, options: object = None) -> tuple[str, float]:
+        limits.append(ms)
+        return ("unsat" if ms >= longer else "unknown"), 0.0
+
+    monkeypatch.setattr(smtlib, "cvc5_check", slow)
+    x = z3.Int("x")
+    g = cvc5more.confirm(cvc5more.Group("toy", [x > 1], [x > 0]), one_by_one=False)
+    assert (g.verdicts, g.how, g.asks) == (["unsat"], "4x the limit", 2)
+    assert limits == [cvc5more.TIMEOUT_MS, longer]
+    real = cvc5more.ask
+    monkeypatch.setattr(
+        cvc5more,
+        "ask",
+        lambda text, ms=cvc5more.TIMEOUT_MS, ladder=True, again=1: real(text, ms, ladder),
+    )
+    g = cvc5more.confirm(cvc5more.Group("toy", [x > 1], [x > 0]), one_by_one=False)
+    assert g.verdicts == ["unknown"]

@@ -26,11 +26,13 @@ def _force_unknown(monkeypatch: pytest.MonkeyPatch, first: int) -> None:
     real = cvc5more.ask
     left = [first]
 
-    def ask(text: str, timeout_ms: int = cvc5more.TIMEOUT_MS, ladder: bool = True) -> Any:
+    def ask(
+        text: str, timeout_ms: int = cvc5more.TIMEOUT_MS, ladder: bool = True, again: int = 1
+    ) -> Any:
         if left[0] > 0:
             left[0] -= 1
             return "unknown", "forced"
-        return real(text, timeout_ms, ladder)
+        return real(text, timeout_ms, ladder, again)
 
     monkeypatch.setattr(cvc5more, "ask", ask)
 

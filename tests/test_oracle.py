@@ -328,3 +328,32 @@ def test_robust_can_skip_its_valid_call_stage_and_finds_the_same(
     assert (one.rule, one.trace) == (both.rule, both.trace)
     with pytest.raises(ValueError, match="valid-call stage"):
         conform(target, "exact", examples=1, valid_stage=False)
+
+
+def _exact_at_catalogue_budget(name: str) -> bool:
+    """Does ``kvpool conform --level exact`` pass the catalogue mutant ``name`` at the
+    catalogue's budget (its hints, 500 examples)?"""
+    from kvpool import mutants
+    from kvpool.oracle.machine import MUTANT_FOCUS
+    from kvpool.oracle.targets import as_target
+    from kvpool.verify import CATALOGUE_EXAMPLES
+
+    m = mutants.get(name)
+    hints = {**MUTANT_FOCUS, **dict(m.hints)}
+    max_blocks = hints.pop("max_blocks", 10)
+    hints.pop("level", None)
+    target = as_target(m.pool_class())
+    return conform(target, "exact", CATALOGUE_EXAMPLES, max_blocks=max_blocks, **hints).conforms
+
+
+@pytest.mark.deep
+def test_every_invalid_calls_only_tag_is_true() -> None:
+    # The tag is a measurement: the valid-call stage the catalogue check skips for it
+    # finds nothing. The seeded wrong tag, a mutant valid calls show, is caught the same way.
+    from kvpool import mutants
+
+    tagged = [m.name for m in mutants.MUTANTS if m.invalid_calls_only]
+    assert len(tagged) == 15
+    assert not _exact_at_catalogue_budget("lifo-fifo-swapped")  # the seeded wrong tag
+    shown = [n for n in tagged if not _exact_at_catalogue_budget(n)]
+    assert shown == []

@@ -20,6 +20,16 @@ from .machine import MUTANT_FOCUS
 from .targets import as_target
 
 
+def search_args(m: Any) -> tuple[str, int, dict[str, Any]]:
+    """How the oracle hunts catalogue mutant ``m``: its level (``robust`` unless its hints
+    say), its pool size and the rest of its hints (:data:`MUTANT_FOCUS` under them), as
+    ``conform(target, level, examples, max_blocks=..., **hints)`` takes them."""
+    hints = {**MUTANT_FOCUS, **dict(m.hints)}
+    max_blocks = hints.pop("max_blocks", 10)
+    level = hints.pop("level", "robust")
+    return level, max_blocks, hints
+
+
 def run(examples: int = 200, names: list[str] | None = None) -> list[dict[str, Any]]:
     from kvpool import mutants
 
@@ -29,9 +39,7 @@ def run(examples: int = 200, names: list[str] | None = None) -> list[dict[str, A
             continue
         target = as_target(m.pool_class())
         target.name = m.name
-        hints = {**MUTANT_FOCUS, **dict(m.hints)}
-        max_blocks = hints.pop("max_blocks", 10)
-        level = hints.pop("level", "robust")
+        level, max_blocks, hints = search_args(m)
         skip = m.invalid_calls_only and level == "robust"
         report = conform(
             target, level, examples, max_blocks=max_blocks, valid_stage=not skip, **hints

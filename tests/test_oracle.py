@@ -334,14 +334,12 @@ def _exact_at_catalogue_budget(name: str) -> bool:
     """Does ``kvpool conform --level exact`` pass the catalogue mutant ``name`` at the
     catalogue's budget (its hints, 500 examples)?"""
     from kvpool import mutants
-    from kvpool.oracle.machine import MUTANT_FOCUS
+    from kvpool.oracle.catalogue import search_args
     from kvpool.oracle.targets import as_target
     from kvpool.verify import CATALOGUE_EXAMPLES
 
     m = mutants.get(name)
-    hints = {**MUTANT_FOCUS, **dict(m.hints)}
-    max_blocks = hints.pop("max_blocks", 10)
-    hints.pop("level", None)
+    _, max_blocks, hints = search_args(m)
     target = as_target(m.pool_class())
     return conform(target, "exact", CATALOGUE_EXAMPLES, max_blocks=max_blocks, **hints).conforms
 

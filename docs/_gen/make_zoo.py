@@ -207,8 +207,8 @@ def beyond_the_search(mutants: Any, names: list[str]) -> tuple[str, list[str]]:
     it is saved under vectors/zoo/ and the page replays it on the mutant, so the
     drawing is the oracle's report, re-checked by ``make test``.
     """
+    from kvpool.oracle.catalogue import search_args
     from kvpool.oracle.conformance import conform
-    from kvpool.oracle.machine import MUTANT_FOCUS
     from kvpool.oracle.pytest_plugin import as_target
     from kvpool.oracle.tracereplay import replay
 
@@ -228,9 +228,7 @@ def beyond_the_search(mutants: Any, names: list[str]) -> tuple[str, list[str]]:
         m = mutants.get(name)
         target = as_target(m.pool_class())
         target.name = name
-        hints = {**MUTANT_FOCUS, **dict(m.hints)}
-        max_blocks = hints.pop("max_blocks", 10)
-        level = hints.pop("level", "robust")
+        level, max_blocks, hints = search_args(m)
         # A few fixed seeds, in order: the page wants each mutant's minimal trace, and
         # one derandomized search can miss a bug another finds (how often the oracle
         # finds each within a budget is what `make conform-mutants` measures).

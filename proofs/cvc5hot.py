@@ -37,6 +37,15 @@ the first unsat:
    instances are (:func:`core_checked`) and asked of cvc5 with the negated part alone: a
    subset of a weakening of the query, so cvc5's unsat proves it. z3's unsat alone
    counts for nothing, nor cvc5's ``sat`` or unknown on a core.
+3d. **The hypothesis' core** (:func:`hyp_cores`): z3 chooses the conjuncts, cvc5 proves.
+   For the goal whole, then each of its parts, negated and Skolemized as in 3b, z3 is
+   asked the query with each of the hypothesis' conjuncts tracked by a fresh literal,
+   quantifiers and all (:func:`hyp_core`); on its unsat, the conjuncts its core names
+   are checked to be the hypothesis' own and asked of cvc5 with the negated part: a
+   subset of the query's conjuncts, so cvc5's unsat proves it. Where 2's symbol rule
+   keeps most of ``touch``'s conjuncts, z3's core keeps those its proof used. A part
+   left unconfirmed is split once more (:data:`SPLIT_AGAIN`; 3b's split is capped, so
+   its last part can hold many), and each of its parts must be confirmed.
 4. **The list's shape** (:func:`shape_cases`): the query case by case on the call's list
    (how many entries, which of them are one block, which are null, which are this
    pool's); every case's query is the original with the case's facts added and used
@@ -442,7 +451,7 @@ def _whole_then_parts(
     :data:`REFUSED`: a part that fails the check would fail it again), on the goal's
     parts (:func:`smtlib.split_goal`), each of which must be unsat."""
     v, how = ask(hyp, [goal], timeout_ms)
-    if v == "unsat" or how.endswith(REFUSED):
+    if v == "unsat" or how.endswith(REFUSALS):
         return v, how
     parts = smtlib.split_goal(goal, INSTANCE_PARTS)
     if len(parts) == 1:
@@ -473,28 +482,47 @@ REFUSED = "refused (not instances of the hypothesis)"
 """Why a step 3b or 3c query was not asked: :func:`checked` or :func:`core_checked`
 refused what it would have asked (:func:`_whole_then_parts` does not split then)."""
 
+NOT_CONJUNCTS = "refused (not conjuncts of the hypothesis)"
+"""Why a step 3d query was not asked: z3's core named a formula that is none of the
+hypothesis' conjuncts (:func:`hyp_cores`)."""
+
+REFUSALS = (REFUSED, NOT_CONJUNCTS)
+
 
 def _each_part(
     step: str,
     hyp: list[z3.BoolRef],
     parts: list[z3.BoolRef],
     one: Callable[[list[z3.BoolRef]], str | None],
+    again: int = 1,
 ) -> tuple[str, str]:
-    """Steps 3b and 3c on the goal's ``parts``: each part negated and Skolemized
+    """Steps 3b to 3d on the goal's ``parts``: each part negated and Skolemized
     (:func:`negated_goal`) and given to ``one``, which returns None when cvc5 said unsat
-    on it, else why not ("" for no more than the part's place). "unsat" only if every
-    part is; the second value says how, or why not, prefixed with ``step``."""
+    on it, else why not ("" for no more than the part's place). A part ``one`` does not
+    confirm is split again into at most ``again`` parts (:func:`smtlib.split_goal`; 1:
+    not), each of which must then be. "unsat" only if every part is; the second value
+    says how, or why not, prefixed with ``step``."""
     where = f": a part of {len(parts)}" if len(parts) > 1 else ""
+    n = 0
     for part in parts:
         neg = negated_goal(part, [*hyp, part])
         if neg is None:
             return "unknown", f"{step}: a fresh name clashes"
         why = one(neg)
-        if why == REFUSED:
+        if why is not None and why not in REFUSALS and again > 1:
+            subs = smtlib.split_goal(part, again)
+            if len(subs) > 1:
+                v, how = _each_part(step, hyp, subs, one)
+                if v == "unsat":
+                    n += len(subs)
+                    continue
+                why = how.removeprefix(step).removeprefix(": ") + " (split again)"
+        if why in REFUSALS:
             return "unknown", f"{step}: {why}"
         if why is not None:
             return "unknown", (f"{step}: {why}" if why else step) + where
-    return "unsat", step + (f": {len(parts)} parts" if len(parts) > 1 else "")
+        n += 1
+    return "unsat", step + (f": {n} parts" if n > 1 else "")
 
 
 # -- step 3c: cores (z3 picks the instances, cvc5 proves) ----------------------------------
@@ -661,26 +689,108 @@ def cores(
 
 def _core_parts(hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int) -> tuple[str, str]:
     """:func:`cores` on the goal's ``parts`` (whose conjunction is the goal)."""
+    return _each_part("cores", hyp, parts, lambda neg: _instance_core(hyp, hyp, neg, timeout_ms))
+
+
+def _instance_core(
+    hyp: list[z3.BoolRef], within: list[z3.BoolRef], neg: list[z3.BoolRef], timeout_ms: int
+) -> str | None:
+    """3c on one negated part ``neg``, its candidates drawn from the conjuncts of
+    ``within`` (``hyp`` itself, or 3d's core of it: fewer candidates): None when cvc5
+    says unsat on z3's core, else why not. The core is checked against ``hyp``'s own
+    conjuncts (:func:`core_checked`)."""
+    terms = candidate_terms(within, neg)
+    if not terms:
+        return "no term"
+    insts = candidates(within, terms)
+    sources = {i.source.get_id() for i in insts}
+    base = [h for h in conjuncts(within) if h.get_id() not in sources]
+    got = core(base, insts, neg)
+    if isinstance(got, str):
+        return f"z3 {got} on {len(insts)} candidates"
+    sub = core_checked(hyp, *got)
+    if sub is None:
+        return REFUSED
+    v = _ask([selects_expanded(f) for f in [*sub, *neg]], timeout_ms, CORE_QF_AGAIN)
+    if v != "unsat":
+        return f"cvc5 {v} on a core ({len(got[1])} of {len(insts)} instances)"
+    return None
+
+
+# -- step 3d: the hypothesis' core (z3 picks the conjuncts, cvc5 proves) -------------------
+
+HYP_CORE_MS = 20000
+"""z3's time limit on a query whose hypothesis conjuncts it tracks (:func:`hyp_core`)."""
+
+SPLIT_AGAIN = 32
+"""A part 3d leaves unconfirmed is split again into at most this many parts
+(:func:`smtlib.split_goal`). Measured on ``touch``'s open posts: the first split's last
+part holds what the cap of :data:`INSTANCE_PARTS` left whole (27 parts in
+``the queue is the spec's sequence [3/9]``'s)."""
+
+
+def hyp_core(
+    hyp: list[z3.BoolRef], negated: list[z3.BoolRef], timeout_ms: int | None = None
+) -> list[z3.BoolRef] | str:
+    """z3 on the hypothesis' conjuncts (:func:`conjuncts`), each tracked by a fresh
+    literal, and ``negated``: on unsat, the conjuncts its unsat core names, in order;
+    else z3's answer. The core is not minimized (measured on ``touch``'s posts: the
+    check took under 20 s, ``core.minimize`` past 120 s). z3 only chooses here:
+    :func:`hyp_cores` checks the choice and asks cvc5. ``timeout_ms``: by default
+    :data:`HYP_CORE_MS`, read at the call."""
+    s = z3.Solver()
+    s.set("timeout", HYP_CORE_MS if timeout_ms is None else timeout_ms)
+    cs = conjuncts(hyp)
+    lits = [z3.FreshBool(CORE_LIT) for _ in cs]
+    for lit, c in zip(lits, cs, strict=True):
+        s.add(z3.Implies(lit, c))
+    s.add(*negated)
+    r = s.check(*lits)
+    if r != z3.unsat:
+        return str(r)
+    used = {lit.get_id() for lit in s.unsat_core()}
+    return [c for lit, c in zip(lits, cs, strict=True) if lit.get_id() in used]
+
+
+def hyp_cores(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = CORE_CVC5_MS
+) -> tuple[str, str]:
+    """Step 3d: the goal whole, then (if not confirmed) part by part, each part that is
+    not split once more (:data:`SPLIT_AGAIN`); for the goal or each part, negated and
+    Skolemized (:func:`negated_goal`), z3's core of the hypothesis' conjuncts
+    (:func:`hyp_core`), checked to be a subset of them, asked of cvc5 with the negated
+    part (quantifiers and all; a quantifier-free one again as 3c's, :data:`CORE_QF_AGAIN`).
+    z3's unsat alone counts for nothing; cvc5's ``sat`` or unknown on a core counts for
+    nothing. The second value says how ("hypothesis core" or "hypothesis core: k parts"),
+    or why not."""
+    return _whole_then_parts(_hyp_core_parts, hyp, goal, timeout_ms)
+
+
+def _hyp_core_parts(
+    hyp: list[z3.BoolRef], parts: list[z3.BoolRef], timeout_ms: int
+) -> tuple[str, str]:
+    """:func:`hyp_cores` on the goal's ``parts`` (whose conjunction is the goal)."""
+    mine = {h.get_id() for h in conjuncts(hyp)}
 
     def one(neg: list[z3.BoolRef]) -> str | None:
-        terms = candidate_terms(hyp, neg)
-        if not terms:
-            return "no term"
-        insts = candidates(hyp, terms)
-        sources = {i.source.get_id() for i in insts}
-        base = [h for h in conjuncts(hyp) if h.get_id() not in sources]
-        got = core(base, insts, neg)
+        got = hyp_core(hyp, neg)
         if isinstance(got, str):
-            return f"z3 {got} on {len(insts)} candidates"
-        sub = core_checked(hyp, *got)
-        if sub is None:
-            return REFUSED
-        v = _ask([selects_expanded(f) for f in [*sub, *neg]], timeout_ms, CORE_QF_AGAIN)
-        if v != "unsat":
-            return f"cvc5 {v} on a core ({len(got[1])} of {len(insts)} instances)"
-        return None
+            return f"z3 {got}"
+        if any(g.get_id() not in mine for g in got):
+            return NOT_CONJUNCTS
+        v = _ask([selects_expanded(f) for f in [*got, *neg]], timeout_ms, CORE_QF_AGAIN)
+        if v == "unsat":
+            return None
+        # (cvc5 left the core's quantifiers unknown: 3c on the core's conjuncts alone,
+        # whose fewer candidates z3 can choose among where it could not among all)
+        why = _instance_core(hyp, got, neg, timeout_ms)
+        if why is None:
+            return None
+        if why == REFUSED:
+            return why
+        return f"cvc5 {v} on a core ({len(got)} of {len(mine)} conjuncts), then {why}"
 
-    return _each_part("cores", hyp, parts, one)
+    return _each_part("hypothesis core", hyp, parts, one, again=SPLIT_AGAIN)
 
 
 # -- the steps ------------------------------------------------------------------------------
@@ -740,11 +850,12 @@ def confirm(
     asks: list[int] | None = None,
     instances_step: bool = True,
     cores_step: bool = True,
+    hyp_core_step: bool = True,
 ) -> tuple[str, str]:
     """cvc5's verdict on ``hyp and not goal`` (the module's steps) and the step that
     settled it: "quantifier-free part", "relevant hypotheses", "whole", "instances",
-    "cores", "shape: k cases", or why not (3b and 3c are asked only with
-    ``instances_step`` and ``cores_step``)."""
+    "cores", "hypothesis core", "shape: k cases", or why not (3b, 3c and 3d are asked
+    only with ``instances_step``, ``cores_step`` and ``hyp_core_step``)."""
     asks = [0] if asks is None else asks
     hyp, goal = normalise(hyp, goal)
     v, how = _direct(hyp, goal, timeout_ms, asks)
@@ -760,6 +871,11 @@ def confirm(
         cv, chow = cores(hyp, goal)
         if cv == "unsat":
             return cv, chow
+    if hyp_core_step:
+        asks[0] += 1
+        hv, hhow = hyp_cores(hyp, goal)
+        if hv == "unsat":
+            return hv, hhow
     if not shape:
         return v, how
     whole = v
@@ -816,6 +932,7 @@ STEPS = (
     "whole",
     "instances",
     "cores",
+    "hypothesis core",
     "shape",
     "ite cases",
 )
@@ -899,7 +1016,8 @@ def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[
         obligation=f"cvc5 re-checks {cvc5more.FAMILIES.get(part, part)}",
         kind="second solver",
         technique="cvc5 (SMT-LIB 2 from z3; quantifier-free part, relevant hypotheses, "
-        "whole, instances, z3's unsat core of instances, the list's shape)",
+        "whole, instances, z3's unsat core of instances, z3's unsat core of the hypothesis' "
+        "conjuncts, the list's shape)",
         invariants=(),
         bounds=f"{part}: cvc5 confirms {ok} of {n} queries z3 proved ({lines}; {asks} asks, "
         f"{timeout_ms // 1000} s each); probe {zp}/{cp}"

@@ -43,7 +43,9 @@ the first unsat:
    quantifiers and all (:func:`hyp_core`); on its unsat, the conjuncts its core names
    are checked to be the hypothesis' own and asked of cvc5 with the negated part: a
    subset of the query's conjuncts, so cvc5's unsat proves it. Where 2's symbol rule
-   keeps most of ``touch``'s conjuncts, z3's core keeps those its proof used. A part
+   keeps most of ``touch``'s conjuncts, z3's core keeps those its proof used. A core
+   cvc5 leaves open is asked for again with other seeds (:data:`HYP_CORE_SEEDS`), then
+   3c is asked on the first core's conjuncts alone. A part
    left unconfirmed is split once more (:data:`SPLIT_AGAIN`; 3b's split is capped, so
    its last part can hold many), and each of its parts must be confirmed.
 4. **The list's shape** (:func:`shape_cases`): the query case by case on the call's list
@@ -729,17 +731,30 @@ part holds what the cap of :data:`INSTANCE_PARTS` left whole (27 parts in
 ``the queue is the spec's sequence [3/9]``'s)."""
 
 
+HYP_CORE_SEEDS = 3
+"""z3 is asked for the hypothesis' core with at most this many random seeds (0, 1, ...)
+until cvc5 confirms one (:func:`hyp_cores`): each seed's search may name other
+conjuncts. Measured on ``touch``'s "after ``_undo_touch``" at 2 entries, part 12's
+second part: seed 0's core of 11 conjuncts unknown to cvc5 at 8 s, seeds 1 to 3's (14,
+14, 11) unsat in 4 to 5 s."""
+
+
 def hyp_core(
-    hyp: list[z3.BoolRef], negated: list[z3.BoolRef], timeout_ms: int | None = None
+    hyp: list[z3.BoolRef],
+    negated: list[z3.BoolRef],
+    timeout_ms: int | None = None,
+    seed: int = 0,
 ) -> list[z3.BoolRef] | str:
     """z3 on the hypothesis' conjuncts (:func:`conjuncts`), each tracked by a fresh
     literal, and ``negated``: on unsat, the conjuncts its unsat core names, in order;
     else z3's answer. The core is not minimized (measured on ``touch``'s posts: the
     check took under 20 s, ``core.minimize`` past 120 s). z3 only chooses here:
     :func:`hyp_cores` checks the choice and asks cvc5. ``timeout_ms``: by default
-    :data:`HYP_CORE_MS`, read at the call."""
+    :data:`HYP_CORE_MS`, read at the call; ``seed``: z3's random seed."""
     s = z3.Solver()
     s.set("timeout", HYP_CORE_MS if timeout_ms is None else timeout_ms)
+    if seed:
+        s.set("random_seed", seed)
     cs = conjuncts(hyp)
     lits = [z3.FreshBool(CORE_LIT) for _ in cs]
     for lit, c in zip(lits, cs, strict=True):
@@ -773,22 +788,32 @@ def _hyp_core_parts(
     mine = {h.get_id() for h in conjuncts(hyp)}
 
     def one(neg: list[z3.BoolRef]) -> str | None:
-        got = hyp_core(hyp, neg)
-        if isinstance(got, str):
-            return f"z3 {got}"
-        if any(g.get_id() not in mine for g in got):
-            return NOT_CONJUNCTS
-        v = _ask([selects_expanded(f) for f in [*got, *neg]], timeout_ms, CORE_QF_AGAIN)
-        if v == "unsat":
-            return None
-        # (cvc5 left the core's quantifiers unknown: 3c on the core's conjuncts alone,
-        # whose fewer candidates z3 can choose among where it could not among all)
-        why = _instance_core(hyp, got, neg, timeout_ms)
+        asked: list[list[z3.BoolRef]] = []  # (the cores cvc5 did not confirm)
+        v = ""
+        for seed in range(HYP_CORE_SEEDS):
+            got = hyp_core(hyp, neg, seed=seed)
+            if isinstance(got, str):
+                if not asked:
+                    return f"z3 {got}"
+                continue
+            if any(g.get_id() not in mine for g in got):
+                return NOT_CONJUNCTS
+            if [g.get_id() for g in got] in [[g.get_id() for g in a] for a in asked]:
+                continue  # (the same core again)
+            v = _ask([selects_expanded(f) for f in [*got, *neg]], timeout_ms, CORE_QF_AGAIN)
+            if v == "unsat":
+                return None
+            asked.append(got)
+        # (cvc5 left each core's quantifiers unknown: 3c on the first core's conjuncts
+        # alone, whose fewer candidates z3 can choose among where it could not among all)
+        first = asked[0]
+        why = _instance_core(hyp, first, neg, timeout_ms)
         if why is None:
             return None
         if why == REFUSED:
             return why
-        return f"cvc5 {v} on a core ({len(got)} of {len(mine)} conjuncts), then {why}"
+        cores_ = f"{len(asked)} cores" if len(asked) > 1 else "a core"
+        return f"cvc5 {v} on {cores_} ({len(first)} of {len(mine)} conjuncts), then {why}"
 
     return _each_part("hypothesis core", hyp, parts, one, again=SPLIT_AGAIN)
 

@@ -575,7 +575,7 @@ def test_a_hypothesis_core_with_a_formula_that_is_no_conjunct_is_refused(
     _no_instances(monkeypatch)
     hyp, _, wrong = _coreq()
     asked: list[object] = []
-    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n: [hyp[0], wrong])
+    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n, seed=0: [hyp[0], wrong])
 
     def ask(*a: object) -> str:
         asked.append(a)
@@ -598,14 +598,14 @@ def test_a_wrong_goal_is_not_confirmed_though_z3_gave_a_hypothesis_core(
     hyp, goal, wrong = _coreq()
     neg = cvc5hot.negated_goal(wrong, [*hyp, wrong])
     assert neg is not None and isinstance(cvc5hot.hyp_core(hyp, neg, 2000), str)  # (no core)
-    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n: cvc5hot.conjuncts(h))
+    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n, seed=0: cvc5hot.conjuncts(h))
     assert cvc5hot.hyp_cores(hyp, wrong) == (
         "unknown",
         "hypothesis core: cvc5 unknown on a core (4 of 4 conjuncts), then z3 sat on 3 candidates",
     )
-    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n: [hyp[1]])
+    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n, seed=0: [hyp[1]])
     assert cvc5hot.hyp_cores(hyp, goal)[1].startswith("hypothesis core: cvc5 unknown on a core")
-    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n: [hyp[0], hyp[1]])
+    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n, seed=0: [hyp[0], hyp[1]])
     monkeypatch.setattr(cvc5hot, "_ask", lambda q, ms, again=1: "unknown")
     assert cvc5hot.confirm(hyp, goal, shape=False)[0] == "unknown"
 
@@ -638,6 +638,36 @@ def test_a_hypothesis_core_left_unknown_is_asked_as_its_instances(
     assert cvc5hot.hyp_cores(hyp, wrong)[0] == "unknown"
 
 
+def test_a_core_cvc5_leaves_open_is_asked_again_with_another_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """z3 (a stand-in) names a core that lacks a conjunct the goal needs with seed 0, and
+    the right one with seed 1: the second is confirmed. The seeded bug, one seed only
+    (``HYP_CORE_SEEDS`` 1), leaves it open (3c on the first core stands in as failing).
+    The same core twice is asked once."""
+    hyp, goal, _ = _coreq()
+    cores = {0: [hyp[1]], 1: [hyp[0], hyp[1]]}
+    asked: list[int] = []
+    real = cvc5hot._ask
+
+    def ask(q: list[z3.BoolRef], ms: int, again: int = 1) -> str:
+        asked.append(len(q))
+        return real(q, ms, again)
+
+    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n, seed=0: cores.get(seed, cores[0]))
+    monkeypatch.setattr(cvc5hot, "_ask", ask)
+    monkeypatch.setattr(cvc5hot, "_instance_core", lambda h, w, n, ms: "z3 sat")
+    assert cvc5hot.hyp_cores(hyp, goal) == ("unsat", "hypothesis core")
+    monkeypatch.setattr(cvc5hot, "HYP_CORE_SEEDS", 1)
+    assert cvc5hot.hyp_cores(hyp, goal)[0] == "unknown"
+    asked.clear()
+    cores[1] = [hyp[1]]
+    monkeypatch.setattr(cvc5hot, "HYP_CORE_SEEDS", 3)
+    v, how = cvc5hot.hyp_cores(hyp, goal)
+    assert v == "unknown" and how.startswith("hypothesis core: cvc5 unknown on a core (1 of 4")
+    assert asked == [2]  # (the one core and the negated goal, asked once for three seeds)
+
+
 def test_a_part_left_unconfirmed_is_split_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """The goal ``p1 and (p2 and p3)`` split into two parts (the cap at 2, as 3b's cap
     leaves ``touch``'s last part whole); z3 (a stand-in) answers nothing on a part that
@@ -650,9 +680,9 @@ def test_a_part_left_unconfirmed_is_split_again(monkeypatch: pytest.MonkeyPatch)
     wrong = z3.And(ps[0] >= 1, z3.And(ps[1] >= 1, ps[2] >= 2))
     real = cvc5hot.hyp_core
 
-    def picky(h: list[z3.BoolRef], neg: list[z3.BoolRef]) -> list[z3.BoolRef] | str:
+    def picky(h: list[z3.BoolRef], neg: list[z3.BoolRef], seed: int = 0) -> list[z3.BoolRef] | str:
         text = str(neg)
-        return "unknown" if "p2" in text and "p3" in text else real(h, neg)
+        return "unknown" if "p2" in text and "p3" in text else real(h, neg, seed=seed)
 
     monkeypatch.setattr(cvc5hot, "hyp_core", picky)
     monkeypatch.setattr(cvc5hot, "INSTANCE_PARTS", 2)

@@ -644,10 +644,25 @@ def core(
     unsat core names (``core.minimize``: z3 drops what it can); else z3's answer ("sat":
     the candidates are too few; "unknown": not decided in ``timeout_ms``). z3 only
     chooses here: :func:`cores` checks the choice and asks cvc5."""
+    keep = _tracked_core([*base, *(i.formula for i in insts)], negated, timeout_ms, True)
+    if isinstance(keep, str):
+        return keep
+    n = len(base)
+    return [base[k] for k in keep if k < n], [insts[k - n] for k in keep if k >= n]
+
+
+def _tracked_core(
+    fs: list[z3.BoolRef], negated: list[z3.BoolRef], timeout_ms: int, minimize: bool, seed: int = 0
+) -> list[int] | str:
+    """z3 on ``fs``, each tracked by a fresh literal (:data:`CORE_LIT`), and ``negated``:
+    on unsat, the positions in ``fs`` of those its unsat core names, in order; else z3's
+    answer. ``minimize``: ``core.minimize``; ``seed``: z3's random seed (0: its default)."""
     s = z3.Solver()
     s.set("timeout", timeout_ms)
-    s.set("core.minimize", True)
-    fs = [*base, *(i.formula for i in insts)]
+    if minimize:
+        s.set("core.minimize", True)
+    if seed:
+        s.set("random_seed", seed)
     lits = [z3.FreshBool(CORE_LIT) for _ in fs]
     for lit, f in zip(lits, fs, strict=True):
         s.add(z3.Implies(lit, f))
@@ -656,9 +671,7 @@ def core(
     if r != z3.unsat:
         return str(r)
     used = {lit.get_id() for lit in s.unsat_core()}
-    keep = [k for k, lit in enumerate(lits) if lit.get_id() in used]
-    n = len(base)
-    return [base[k] for k in keep if k < n], [insts[k - n] for k in keep if k >= n]
+    return [k for k, lit in enumerate(lits) if lit.get_id() in used]
 
 
 def core_checked(
@@ -751,20 +764,10 @@ def hyp_core(
     check took under 20 s, ``core.minimize`` past 120 s). z3 only chooses here:
     :func:`hyp_cores` checks the choice and asks cvc5. ``timeout_ms``: by default
     :data:`HYP_CORE_MS`, read at the call; ``seed``: z3's random seed."""
-    s = z3.Solver()
-    s.set("timeout", HYP_CORE_MS if timeout_ms is None else timeout_ms)
-    if seed:
-        s.set("random_seed", seed)
     cs = conjuncts(hyp)
-    lits = [z3.FreshBool(CORE_LIT) for _ in cs]
-    for lit, c in zip(lits, cs, strict=True):
-        s.add(z3.Implies(lit, c))
-    s.add(*negated)
-    r = s.check(*lits)
-    if r != z3.unsat:
-        return str(r)
-    used = {lit.get_id() for lit in s.unsat_core()}
-    return [c for lit, c in zip(lits, cs, strict=True) if lit.get_id() in used]
+    ms = HYP_CORE_MS if timeout_ms is None else timeout_ms
+    keep = _tracked_core(cs, negated, ms, False, seed)
+    return keep if isinstance(keep, str) else [cs[k] for k in keep]
 
 
 def hyp_cores(

@@ -691,3 +691,37 @@ def test_a_part_left_unconfirmed_is_split_again(monkeypatch: pytest.MonkeyPatch)
     assert v == "unknown" and how.endswith("(split again): a part of 2"), how
     monkeypatch.setattr(cvc5hot, "SPLIT_AGAIN", 1)
     assert cvc5hot.hyp_cores(hyp, goal) == ("unknown", "hypothesis core: z3 unknown: a part of 2")
+
+
+def test_the_benchmark_asks_one_step_of_the_chosen_queries(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``benchmarks/hot_cvc5.py METHOD --step 3d --queries ...`` (how docs/06-z3.md's 3d
+    figures were made) asks the step of the proved queries at the given positions only,
+    and counts what it confirmed; a query z3 did not prove is not asked. The seeded bug,
+    the positions ignored, asks the third query and counts it."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "hot_cvc5.py"
+    spec = importlib.util.spec_from_file_location("hot_cvc5", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    hyp, goal, wrong = _coreq()
+    rec: list[Record] = [
+        ("pool touch L=2 (post: a)", hyp, goal, "proved"),
+        ("pool touch L=2 (post: b)", hyp, wrong, "unknown"),
+        ("pool touch L=2 (post: c)", hyp, goal, "proved"),
+    ]
+    asked: list[str] = []
+
+    def step(h: list[z3.BoolRef], g: z3.BoolRef) -> tuple[str, str]:
+        asked.append(str(g))
+        return "unsat", "hypothesis core"
+
+    assert bench.one_step(rec, step, "0,1") == 0
+    out = capsys.readouterr().out
+    assert len(asked) == 1 and "0 pool touch L=2 (post: a): unsat (hypothesis core)" in out
+    assert out.rstrip().endswith("1 of 1 confirmed by the step alone")
+    assert bench.STEPS["3d"] is cvc5hot.hyp_cores

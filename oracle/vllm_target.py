@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -98,6 +99,17 @@ def fetch_sources(version: str = DEFAULT_VLLM_VERSION, *, quiet: bool = True) ->
     """
     root = cache_dir() / f"vllm-{version}"
     src = root / "src"
+    root.mkdir(parents=True, exist_ok=True)
+    # (one process at a time: two test workers would share the scratch directory, and
+    # one's cleanup would delete the wheel the other is downloading; the second waits,
+    # then finds the files)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _fetch_locked(version, root, src, quiet)
+
+
+def _fetch_locked(version: str, root: Path, src: Path, quiet: bool) -> Path:
+    """:func:`fetch_sources`' work, under its lock."""
     wheels = root / "wheels"
     if all((src / f).is_file() for f in FILES):
         shutil.rmtree(wheels, ignore_errors=True)

@@ -4,8 +4,9 @@ Each trace of an erratum records where vLLM 0.33.0 fails it: the step of the err
 first divergent call and the signature there. A target is named after the erratum only
 when it fails the trace at that step (or later, where vLLM's own step varies with the
 process's string hashing), with that signature. The records are
-checked on vLLM 0.33.0's pool when its two files are in the cache (no download here:
-``tests/test_oracle_findings.py`` downloads); the rest runs on kvpool's own pool.
+checked on vLLM 0.33.0's pool, whose two files are fetched into the cache once (the
+wheel downloaded from the registry, as ``tests/test_oracle_findings.py`` does; the two
+files' workers wait on one lock); the rest runs on kvpool's own pool.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from kvpool.oracle.findings import FINDINGS, FailsAt, by_name, trace_file
 from kvpool.oracle.targets import as_target
 from kvpool.oracle.traceformat import SavedTrace
 from kvpool.oracle.tracereplay import replay
-from kvpool.oracle.vllm_target import FILES, cache_dir
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "findings"
 
@@ -33,9 +33,6 @@ IDS = [f"{f.name}-{i}" for f, i, _, _ in TRACES]
 
 @pytest.fixture(scope="module")
 def vllm() -> Any:
-    src = cache_dir() / "vllm-0.33.0" / "src"
-    if not all((src / f).is_file() for f in FILES):
-        pytest.skip(f"vLLM 0.33.0's pool files are not in {src} (make conform-vllm fetches them)")
     from kvpool.oracle.targets import resolve
 
     return resolve("vllm==0.33.0")

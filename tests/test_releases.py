@@ -8,6 +8,7 @@ The run over every release on the registry is ``make conform-releases``, not thi
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import types
 from collections import OrderedDict
@@ -178,6 +179,39 @@ def test_fetch_keeps_only_the_two_files(cache: Path) -> None:
     (root / "wheels" / "vllm-9.9.0-py3-none-any.whl").write_bytes(b"x" * 100)
     assert fetch_sources("9.9.0") == root / "src"
     assert not (root / "wheels").exists()
+
+
+def test_two_fetches_at_once_download_once(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes (here threads, each with its own open lock file, as workers have)
+    fetching the same release at once: one downloads, the other waits and finds the
+    files. The seeded bug, no lock: the second downloads too, into the scratch directory
+    the first is still using (and the first's cleanup deletes it under the second)."""
+    import threading
+    import time
+    import zipfile
+
+    downloads: list[str] = []
+
+    def pip(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        downloads.append(cmd[-1])
+        time.sleep(0.3)  # (the download takes a while: the other fetch arrives meanwhile)
+        dest = Path(cmd[cmd.index("--dest") + 1])
+        with zipfile.ZipFile(dest / "vllm-9.9.1-py3-none-any.whl", "w") as wheel:
+            for name in FILES:
+                wheel.writestr(name, "# " + name)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", pip)
+    got: list[Path] = []
+    threads = [threading.Thread(target=lambda: got.append(fetch_sources("9.9.1"))) for _ in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    src = cache / "vllm-9.9.1" / "src"
+    assert got == [src, src] and len(downloads) == 1
+    assert all((src / name).read_text() == "# " + name for name in FILES)
+    assert not (cache / "vllm-9.9.1" / "wheels").exists()
 
 
 def test_a_release_the_registry_lacks_is_bad_input() -> None:

@@ -791,7 +791,7 @@ def _hyp_core_parts(
     mine = {h.get_id() for h in conjuncts(hyp)}
 
     def one(neg: list[z3.BoolRef]) -> str | None:
-        asked: list[list[z3.BoolRef]] = []  # (the cores cvc5 did not confirm)
+        asked: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # (cores cvc5 left open)
         v = ""
         for seed in range(HYP_CORE_SEEDS):
             got = hyp_core(hyp, neg, seed=seed)
@@ -799,17 +799,18 @@ def _hyp_core_parts(
                 if not asked:
                     return f"z3 {got}"
                 continue
-            if any(g.get_id() not in mine for g in got):
+            ids = tuple(g.get_id() for g in got)
+            if not mine.issuperset(ids):
                 return NOT_CONJUNCTS
-            if [g.get_id() for g in got] in [[g.get_id() for g in a] for a in asked]:
+            if ids in asked:
                 continue  # (the same core again)
             v = _ask([selects_expanded(f) for f in [*got, *neg]], timeout_ms, CORE_QF_AGAIN)
             if v == "unsat":
                 return None
-            asked.append(got)
+            asked[ids] = got
         # (cvc5 left each core's quantifiers unknown: 3c on the first core's conjuncts
         # alone, whose fewer candidates z3 can choose among where it could not among all)
-        first = asked[0]
+        first = next(iter(asked.values()))
         why = _instance_core(hyp, first, neg, timeout_ms)
         if why is None:
             return None

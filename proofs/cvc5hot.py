@@ -44,8 +44,12 @@ the first unsat:
    are checked to be the hypothesis' own and asked of cvc5 with the negated part: a
    subset of the query's conjuncts, so cvc5's unsat proves it. Where 2's symbol rule
    keeps most of ``touch``'s conjuncts, z3's core keeps those its proof used. A core
-   cvc5 leaves open is asked for again with other seeds (:data:`HYP_CORE_SEEDS`), then
-   3c is asked on the first core's conjuncts alone. A part
+   cvc5 leaves open is asked for again with other seeds (:data:`HYP_CORE_SEEDS`). Where
+   z3 finds no core with its literals, or cvc5 leaves each core open, z3 is asked without
+   literals, dropping one conjunct at a time while it still says unsat
+   (:func:`deletion_core`, from the first core or from every conjunct), and cvc5 is asked
+   that smaller core with more time; then 3c is asked on the smallest core's conjuncts
+   alone. A part
    left unconfirmed is split once more (:data:`SPLIT_AGAIN`; 3b's split is capped, so
    its last part can hold many), and each of its parts must be confirmed.
 4. **The list's shape** (:func:`shape_cases`): the query case by case on the call's list
@@ -770,6 +774,47 @@ def hyp_core(
     return keep if isinstance(keep, str) else [cs[k] for k in keep]
 
 
+DELETION_MS = 10000
+"""z3's time limit on each check of :func:`deletion_core` (measured on ``touch``'s open
+posts: an unsat check took 0.5 to 5 s; a check that lost a needed conjunct ran out of
+time rather than said sat)."""
+
+
+DELETION_CVC5_MS = 30000
+"""cvc5's time limit on a deletion core (:func:`deletion_core`; quantifiers and all):
+smaller than z3's tracked cores, and slower for cvc5 than its 8 s on them. Measured on
+``touch``'s valid queue [3/9] at 2 entries, part 16's 17th part: its deletion core of 4
+conjuncts unknown at 8 s, unsat in 17 s."""
+
+
+def deletion_core(
+    start: list[z3.BoolRef], negated: list[z3.BoolRef], timeout_ms: int | None = None
+) -> list[z3.BoolRef] | str:
+    """z3 on ``start`` and ``negated``, with no tracking literal (the quantifiers stay at
+    the top, where z3 proves queries it leaves unknown tracked): when unsat, each formula
+    of ``start`` in turn is dropped if z3 still says unsat without it (a check that says
+    sat or runs out of ``timeout_ms`` keeps it); what is left, in order. Else z3's answer
+    on ``start``. z3 only chooses here: :func:`hyp_cores` checks the choice and asks
+    cvc5. ``timeout_ms``: by default :data:`DELETION_MS`, read at the call."""
+    ms = DELETION_MS if timeout_ms is None else timeout_ms
+
+    def unsat(fs: list[z3.BoolRef]) -> str:
+        s = z3.Solver()
+        s.set("timeout", ms)
+        s.add(*fs, *negated)
+        return str(s.check())
+
+    first = unsat(start)
+    if first != "unsat":
+        return first
+    keep = list(start)
+    for f in start:
+        without = [g for g in keep if not g.eq(f)]
+        if unsat(without) == "unsat":
+            keep = without
+    return keep
+
+
 def hyp_cores(
     hyp: list[z3.BoolRef], goal: z3.BoolRef, timeout_ms: int = CORE_CVC5_MS
 ) -> tuple[str, str]:
@@ -777,10 +822,13 @@ def hyp_cores(
     not split once more (:data:`SPLIT_AGAIN`); for the goal or each part, negated and
     Skolemized (:func:`negated_goal`), z3's core of the hypothesis' conjuncts
     (:func:`hyp_core`), checked to be a subset of them, asked of cvc5 with the negated
-    part (quantifiers and all; a quantifier-free one again as 3c's, :data:`CORE_QF_AGAIN`).
-    z3's unsat alone counts for nothing; cvc5's ``sat`` or unknown on a core counts for
-    nothing. The second value says how ("hypothesis core" or "hypothesis core: k parts"),
-    or why not."""
+    part (quantifiers and all; a quantifier-free one again as 3c's, :data:`CORE_QF_AGAIN`);
+    with other seeds (:data:`HYP_CORE_SEEDS`) while cvc5 leaves the cores open; then
+    :func:`deletion_core` (from the first core, or from every conjunct if z3 named none),
+    checked and asked the same way in :data:`DELETION_CVC5_MS`; then 3c on the smallest
+    core's conjuncts (:func:`_instance_core`). z3's unsat alone counts for nothing;
+    cvc5's ``sat`` or unknown on a core counts for nothing. The second value says how
+    ("hypothesis core" or "hypothesis core: k parts"), or why not."""
     return _whole_then_parts(_hyp_core_parts, hyp, goal, timeout_ms)
 
 
@@ -793,31 +841,54 @@ def _hyp_core_parts(
     def one(neg: list[z3.BoolRef]) -> str | None:
         asked: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # (cores cvc5 left open)
         v = ""
-        for seed in range(HYP_CORE_SEEDS):
-            got = hyp_core(hyp, neg, seed=seed)
-            if isinstance(got, str):
-                if not asked:
-                    return f"z3 {got}"
-                continue
-            ids = tuple(g.get_id() for g in got)
+
+        def ask(core: list[z3.BoolRef], ms: int = timeout_ms) -> str | None:
+            """None when cvc5 confirms ``core`` (in ``ms``); else why not, and ``core``
+            is kept."""
+            nonlocal v
+            ids = tuple(g.get_id() for g in core)
             if not mine.issuperset(ids):
                 return NOT_CONJUNCTS
             if ids in asked:
-                continue  # (the same core again)
-            v = _ask([selects_expanded(f) for f in [*got, *neg]], timeout_ms, CORE_QF_AGAIN)
+                return "the same core again"
+            v = _ask([selects_expanded(f) for f in [*core, *neg]], ms, CORE_QF_AGAIN)
             if v == "unsat":
                 return None
-            asked[ids] = got
-        # (cvc5 left each core's quantifiers unknown: 3c on the first core's conjuncts
+            asked[ids] = core
+            return v
+
+        tracked = ""
+        for seed in range(HYP_CORE_SEEDS):
+            got = hyp_core(hyp, neg, seed=seed)
+            if isinstance(got, str):
+                tracked = tracked or got
+                if not asked:
+                    break  # (no core at all: seeds are for cores cvc5 leaves open)
+                continue
+            why = ask(got)
+            if why is None or why == NOT_CONJUNCTS:
+                return why
+        # (z3 found no core with its tracking literals, or cvc5 left each open: z3 again
+        # without them, dropping conjuncts one at a time from the first core)
+        first = next(iter(asked.values()), None)
+        small = deletion_core(conjuncts(hyp) if first is None else first, neg)
+        if isinstance(small, str):
+            if first is None:
+                return f"z3 {tracked}"
+        else:
+            why = ask(small, max(timeout_ms, DELETION_CVC5_MS))
+            if why is None or why == NOT_CONJUNCTS:
+                return why
+        # (cvc5 left each core's quantifiers unknown: 3c on the smallest core's conjuncts
         # alone, whose fewer candidates z3 can choose among where it could not among all)
-        first = next(iter(asked.values()))
-        why = _instance_core(hyp, first, neg, timeout_ms)
+        least = min(asked.values(), key=len)
+        why = _instance_core(hyp, least, neg, timeout_ms)
         if why is None:
             return None
         if why == REFUSED:
             return why
         cores_ = f"{len(asked)} cores" if len(asked) > 1 else "a core"
-        return f"cvc5 {v} on {cores_} ({len(first)} of {len(mine)} conjuncts), then {why}"
+        return f"cvc5 {v} on {cores_} ({len(least)} of {len(mine)} conjuncts), then {why}"
 
     return _each_part("hypothesis core", hyp, parts, one, again=SPLIT_AGAIN)
 

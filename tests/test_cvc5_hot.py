@@ -684,13 +684,111 @@ def test_a_part_left_unconfirmed_is_split_again(monkeypatch: pytest.MonkeyPatch)
         text = str(neg)
         return "unknown" if "p2" in text and "p3" in text else real(h, neg, seed=seed)
 
+    real_deletion = cvc5hot.deletion_core
+
+    def picky_deletion(start: list[z3.BoolRef], neg: list[z3.BoolRef]) -> list[z3.BoolRef] | str:
+        text = str(neg)
+        return "unknown" if "p2" in text and "p3" in text else real_deletion(start, neg)
+
     monkeypatch.setattr(cvc5hot, "hyp_core", picky)
+    monkeypatch.setattr(cvc5hot, "deletion_core", picky_deletion)
     monkeypatch.setattr(cvc5hot, "INSTANCE_PARTS", 2)
     assert cvc5hot.hyp_cores(hyp, goal) == ("unsat", "hypothesis core: 3 parts")
     v, how = cvc5hot.hyp_cores(hyp, wrong)
     assert v == "unknown" and how.endswith("(split again): a part of 2"), how
     monkeypatch.setattr(cvc5hot, "SPLIT_AGAIN", 1)
     assert cvc5hot.hyp_cores(hyp, goal) == ("unknown", "hypothesis core: z3 unknown: a part of 2")
+
+
+def test_the_deletion_core_drops_what_z3_does_not_need_and_keeps_what_it_does() -> None:
+    """Without tracking literals, z3 proves the goal from ``a``'s and ``b``'s conjuncts
+    alone: the two others are dropped, and each of those two is kept (without it z3
+    says sat). On the wrong goal there is no core (z3's answer)."""
+    hyp, goal, wrong = _coreq()
+    neg = cvc5hot.negated_goal(goal, [*hyp, goal])
+    bad = cvc5hot.negated_goal(wrong, [*hyp, wrong])
+    assert neg is not None and bad is not None
+    got = cvc5hot.deletion_core(hyp, neg)
+    assert isinstance(got, list) and [str(h) for h in got] == [str(hyp[0]), str(hyp[1])]
+    assert cvc5hot.deletion_core(hyp, bad, 2000) in ("sat", "unknown")
+
+
+def _untracked_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """z3 (a stand-in) finds no core with its tracking literals, as on ``touch``'s posts
+    at 3 entries, where it proves the same query untracked."""
+    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n, seed=0: "unknown")
+
+
+def test_a_goal_z3_leaves_unknown_tracked_is_confirmed_on_its_deletion_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No tracked core at all: the deletion core (the two conjuncts the goal needs) is
+    asked of cvc5, which proves it. The seeded bugs: the wrong goal is not confirmed
+    (no deletion core; the seed loop's "z3 unknown" is the answer), and without the
+    deletion step (a stand-in that always fails) neither is the right one."""
+    _untracked_only(monkeypatch)
+    hyp, goal, wrong = _coreq()
+    asked: list[tuple[int, int]] = []
+    real = cvc5hot._ask
+
+    def ask(q: list[z3.BoolRef], ms: int, again: int = 1) -> str:
+        asked.append((len(q), ms))
+        return real(q, ms, again)
+
+    monkeypatch.setattr(cvc5hot, "_ask", ask)
+    monkeypatch.setattr(cvc5hot, "DELETION_MS", 2000)  # (z3 unknown on the wrong goal)
+    assert cvc5hot.hyp_cores(hyp, goal) == ("unsat", "hypothesis core")
+    # (the two conjuncts and the negated goal, at the deletion core's longer limit)
+    assert asked == [(3, cvc5hot.DELETION_CVC5_MS)]
+    v, how = cvc5hot.hyp_cores(hyp, wrong)
+    assert v == "unknown" and how.startswith("hypothesis core: z3 unknown"), how
+    monkeypatch.setattr(cvc5hot, "deletion_core", lambda s, n: "unknown")
+    assert cvc5hot.hyp_cores(hyp, goal)[0] == "unknown"
+
+
+def test_a_deletion_core_that_is_no_subset_or_lost_a_conjunct_is_not_confirmed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seeded bugs in the deletion step: a "core" holding the wrong goal itself is
+    refused (nothing asked of cvc5); one that dropped a conjunct the goal needs is left
+    unknown by cvc5 (then 3c on it, which cannot find the dropped one either)."""
+    _untracked_only(monkeypatch)
+    hyp, goal, wrong = _coreq()
+    asked: list[object] = []
+    monkeypatch.setattr(cvc5hot, "deletion_core", lambda s, n: [hyp[0], wrong])
+    monkeypatch.setattr(cvc5hot, "_ask", lambda *a: asked.append(a) or "unsat")
+    assert cvc5hot.hyp_cores(hyp, wrong) == ("unknown", "hypothesis core: " + cvc5hot.NOT_CONJUNCTS)
+    assert asked == []
+    monkeypatch.undo()
+    _untracked_only(monkeypatch)
+    monkeypatch.setattr(cvc5hot, "deletion_core", lambda s, n: [hyp[1]])
+    v, how = cvc5hot.hyp_cores(hyp, goal)
+    assert v == "unknown" and how.startswith("hypothesis core: cvc5 unknown on a core (1 of 4"), how
+
+
+def test_a_tracked_core_cvc5_leaves_open_is_made_smaller_by_deletion(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """z3 (a stand-in) names every conjunct with each seed, a core cvc5 (a stand-in for
+    its answer on ``touch``'s cores of 10 and more) leaves open; the deletion core drops
+    ``c``'s and ``e``'s, starting from that core, and cvc5 proves the two left."""
+    hyp, goal, _ = _coreq()
+    monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n, seed=0: cvc5hot.conjuncts(h))
+    real = cvc5hot._ask
+    starts: list[int] = []
+    real_deletion = cvc5hot.deletion_core
+
+    def deletion(start: list[z3.BoolRef], neg: list[z3.BoolRef]) -> list[z3.BoolRef] | str:
+        starts.append(len(start))
+        return real_deletion(start, neg)
+
+    def ask(q: list[z3.BoolRef], ms: int, again: int = 1) -> str:
+        return "unknown" if len(q) > 3 else real(q, ms, again)
+
+    monkeypatch.setattr(cvc5hot, "_ask", ask)
+    monkeypatch.setattr(cvc5hot, "deletion_core", deletion)
+    assert cvc5hot.hyp_cores(hyp, goal) == ("unsat", "hypothesis core")
+    assert starts == [4]
 
 
 def test_the_benchmark_asks_one_step_of_the_chosen_queries(

@@ -775,9 +775,14 @@ def hyp_core(
 
 
 DELETION_MS = 10000
-"""z3's time limit on each check of :func:`deletion_core` (measured on ``touch``'s open
-posts: an unsat check took 0.5 to 5 s; a check that lost a needed conjunct ran out of
-time rather than said sat)."""
+"""z3's time limit on the first check of :func:`deletion_core` (measured on ``touch``'s
+open posts: an unsat check took 0.5 to 5 s; a check that lost a needed conjunct ran out
+of time rather than said sat)."""
+
+DELETION_FACTOR = 3
+"""Each later check of :func:`deletion_core` is given this many times the first one's
+time (at least a second, at most :data:`DELETION_MS`): one that drops an unneeded
+conjunct is as fast as the first, and one that drops a needed one runs to its limit."""
 
 
 DELETION_CVC5_MS = 30000
@@ -793,24 +798,28 @@ def deletion_core(
     """z3 on ``start`` and ``negated``, with no tracking literal (the quantifiers stay at
     the top, where z3 proves queries it leaves unknown tracked): when unsat, each formula
     of ``start`` in turn is dropped if z3 still says unsat without it (a check that says
-    sat or runs out of ``timeout_ms`` keeps it); what is left, in order. Else z3's answer
-    on ``start``. z3 only chooses here: :func:`hyp_cores` checks the choice and asks
-    cvc5. ``timeout_ms``: by default :data:`DELETION_MS`, read at the call."""
+    sat or runs out of its time keeps it: :data:`DELETION_FACTOR` times the first
+    check's); what is left, in order. Else z3's answer on ``start`` (in ``timeout_ms``).
+    z3 only chooses here: :func:`hyp_cores` checks the choice and asks cvc5.
+    ``timeout_ms``: by default :data:`DELETION_MS`, read at the call."""
     ms = DELETION_MS if timeout_ms is None else timeout_ms
 
-    def unsat(fs: list[z3.BoolRef]) -> str:
+    def unsat(fs: list[z3.BoolRef], limit: int) -> str:
         s = z3.Solver()
-        s.set("timeout", ms)
+        s.set("timeout", limit)
         s.add(*fs, *negated)
         return str(s.check())
 
-    first = unsat(start)
+    t0 = time.perf_counter()
+    first = unsat(start, ms)
     if first != "unsat":
         return first
+    took = int(1000 * (time.perf_counter() - t0))
+    later = min(ms, max(1000, DELETION_FACTOR * took))
     keep = list(start)
     for f in start:
         without = [g for g in keep if not g.eq(f)]
-        if unsat(without) == "unsat":
+        if unsat(without, later) == "unsat":
             keep = without
     return keep
 

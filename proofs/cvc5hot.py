@@ -792,6 +792,12 @@ smaller than z3's tracked cores, and slower for cvc5 than its 8 s on them. Measu
 conjuncts unknown at 8 s, unsat in 17 s."""
 
 
+def deletion_later_ms(first_ms: int, took_ms: int) -> int:
+    """The limit of :func:`deletion_core`'s later checks: :data:`DELETION_FACTOR` times
+    what the first took (``took_ms``), at least a second, at most the first's limit."""
+    return min(first_ms, max(1000, DELETION_FACTOR * took_ms))
+
+
 def deletion_core(
     start: list[z3.BoolRef], negated: list[z3.BoolRef], timeout_ms: int | None = None
 ) -> list[z3.BoolRef] | str:
@@ -814,8 +820,7 @@ def deletion_core(
     first = unsat(start, ms)
     if first != "unsat":
         return first
-    took = int(1000 * (time.perf_counter() - t0))
-    later = min(ms, max(1000, DELETION_FACTOR * took))
+    later = deletion_later_ms(ms, int(1000 * (time.perf_counter() - t0)))
     keep = list(start)
     for f in start:
         without = [g for g in keep if not g.eq(f)]
@@ -848,49 +853,45 @@ def _hyp_core_parts(
     mine = {h.get_id() for h in conjuncts(hyp)}
 
     def one(neg: list[z3.BoolRef]) -> str | None:
-        asked: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # (cores cvc5 left open)
-        v = ""
+        asked: dict[tuple[int, ...], tuple[list[z3.BoolRef], str]] = {}  # (left open: cvc5's)
 
         def ask(core: list[z3.BoolRef], ms: int = timeout_ms) -> str | None:
-            """None when cvc5 confirms ``core`` (in ``ms``); else why not, and ``core``
-            is kept."""
-            nonlocal v
+            """None when cvc5 confirms ``core`` (in ``ms``); else why not (a core asked
+            before is not asked again)."""
             ids = tuple(g.get_id() for g in core)
             if not mine.issuperset(ids):
                 return NOT_CONJUNCTS
-            if ids in asked:
-                return "the same core again"
-            v = _ask([selects_expanded(f) for f in [*core, *neg]], ms, CORE_QF_AGAIN)
-            if v == "unsat":
-                return None
-            asked[ids] = core
-            return v
+            if ids not in asked:
+                v = _ask([selects_expanded(f) for f in [*core, *neg]], ms, CORE_QF_AGAIN)
+                if v == "unsat":
+                    return None
+                asked[ids] = (core, v)
+            return asked[ids][1]
 
-        tracked = ""
+        no_core = ""  # (z3's answer when it named no core with any seed)
         for seed in range(HYP_CORE_SEEDS):
             got = hyp_core(hyp, neg, seed=seed)
             if isinstance(got, str):
-                tracked = tracked or got
                 if not asked:
-                    break  # (no core at all: seeds are for cores cvc5 leaves open)
+                    no_core = got
+                    break  # (seeds are for cores cvc5 leaves open)
                 continue
             why = ask(got)
-            if why is None or why == NOT_CONJUNCTS:
+            if why in (None, NOT_CONJUNCTS):
                 return why
         # (z3 found no core with its tracking literals, or cvc5 left each open: z3 again
         # without them, dropping conjuncts one at a time from the first core)
         first = next(iter(asked.values()), None)
-        small = deletion_core(conjuncts(hyp) if first is None else first, neg)
-        if isinstance(small, str):
-            if first is None:
-                return f"z3 {tracked}"
-        else:
+        small = deletion_core(conjuncts(hyp) if first is None else first[0], neg)
+        if isinstance(small, list):
             why = ask(small, max(timeout_ms, DELETION_CVC5_MS))
-            if why is None or why == NOT_CONJUNCTS:
+            if why in (None, NOT_CONJUNCTS):
                 return why
+        elif first is None:
+            return f"z3 {no_core}"
         # (cvc5 left each core's quantifiers unknown: 3c on the smallest core's conjuncts
         # alone, whose fewer candidates z3 can choose among where it could not among all)
-        least = min(asked.values(), key=len)
+        least, v = min(asked.values(), key=lambda a: len(a[0]))
         why = _instance_core(hyp, least, neg, timeout_ms)
         if why is None:
             return None

@@ -713,6 +713,15 @@ def test_the_deletion_core_drops_what_z3_does_not_need_and_keeps_what_it_does() 
     assert cvc5hot.deletion_core(hyp, bad, 2000) in ("sat", "unknown")
 
 
+def test_the_deletion_cores_later_checks_get_three_times_the_firsts_time() -> None:
+    """A first check of 0.5 s gives the later ones 1.5 s; a fast one still 1 s; a slow one
+    no more than the first's limit. The seeded bug (every check at the first's limit,
+    10 s per kept conjunct) fails the first two."""
+    assert cvc5hot.deletion_later_ms(10000, 500) == 1500
+    assert cvc5hot.deletion_later_ms(10000, 100) == 1000
+    assert cvc5hot.deletion_later_ms(10000, 5000) == 10000
+
+
 def _untracked_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """z3 (a stand-in) finds no core with its tracking literals, as on ``touch``'s posts
     at 3 entries, where it proves the same query untracked."""

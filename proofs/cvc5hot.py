@@ -52,6 +52,14 @@ the first unsat:
    alone. A part
    left unconfirmed is split once more (:data:`SPLIT_AGAIN`; 3b's split is capped, so
    its last part can hold many), and each of its parts must be confirmed.
+3e. **z3's own instances, decided by Yices** (:func:`proof_instance_core`): where 3c
+   leaves 3d's smallest core open, z3 proves it again recording its proof, whose
+   quantifier instantiations name the terms (:func:`proof_terms`); the core's quantified
+   conjuncts are instantiated at each of them (3c's candidates, checked as 3c's cores
+   are), the originals dropped: a subset of a weakening of the query, quantifier-free.
+   Yices 2 (:mod:`.yices`), a third solver, decides it: cvc5 1.4.2 leaves these
+   unknown at 300 s (``touch``'s posts at 3 entries; Yices: seconds). Yices' unsat
+   proves the part; a row names a query so confirmed apart (:data:`YICES_STEP`).
 4. **The list's shape** (:func:`shape_cases`): the query case by case on the call's list
    (how many entries, which of them are one block, which are null, which are this
    pool's); every case's query is the original with the case's facts added and used
@@ -78,7 +86,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from . import cvc5cases, cvc5leaves, cvc5more, smtlib
+from . import cvc5cases, cvc5leaves, cvc5more, smtlib, yices
 from .model import Record, constants, subterms
 from .pysource import NONE
 from .rewrite import selects_expanded, simplify
@@ -840,9 +848,11 @@ def hyp_cores(
     with other seeds (:data:`HYP_CORE_SEEDS`) while cvc5 leaves the cores open; then
     :func:`deletion_core` (from the first core, or from every conjunct if z3 named none),
     checked and asked the same way in :data:`DELETION_CVC5_MS`; then 3c on the smallest
-    core's conjuncts (:func:`_instance_core`). z3's unsat alone counts for nothing;
-    cvc5's ``sat`` or unknown on a core counts for nothing. The second value says how
-    ("hypothesis core" or "hypothesis core: k parts"), or why not."""
+    core's conjuncts (:func:`_instance_core`), then 3e on it (:func:`proof_instance_core`:
+    Yices on z3's own instances). z3's unsat alone counts for nothing; cvc5's or Yices'
+    ``sat`` or unknown on a core counts for nothing. The second value says how
+    ("hypothesis core" or "hypothesis core: k parts"; :data:`YICES_STEP` ": j by Yices
+    [of k parts]" when 3e confirmed j of them), or why not."""
     return _whole_then_parts(_hyp_core_parts, hyp, goal, timeout_ms)
 
 
@@ -897,10 +907,104 @@ def _hyp_core_parts(
             return None
         if why == REFUSED:
             return why
+        # (then 3e: the instances z3's own proof of that core makes, decided by Yices)
+        why_e = proof_instance_core(hyp, least, neg)
+        if why_e is None:
+            by_yices.append(len(least))
+            return None
+        if why_e == REFUSED:
+            return why_e
         cores_ = f"{len(asked)} cores" if len(asked) > 1 else "a core"
-        return f"cvc5 {v} on {cores_} ({len(least)} of {len(mine)} conjuncts), then {why}"
+        opened = f"cvc5 {v} on {cores_} ({len(least)} of {len(mine)} conjuncts)"
+        return f"{opened}, then {why}, then {why_e}"
 
-    return _each_part("hypothesis core", hyp, parts, one, again=SPLIT_AGAIN)
+    by_yices: list[int] = []  # (the parts 3e confirmed)
+    v, how = _each_part("hypothesis core", hyp, parts, one, again=SPLIT_AGAIN)
+    if v == "unsat" and by_yices:
+        rest = how.removeprefix("hypothesis core").removeprefix(": ")
+        how = f"{YICES_STEP}: {len(by_yices)} by Yices" + (f" of {rest}" if rest else "")
+    return v, how
+
+
+# -- step 3e: z3's own instances, decided by Yices -----------------------------------------
+
+PROOF_MS = 60000
+"""z3's time limit on a core when it records its proof (:func:`proof_terms`)."""
+
+YICES_MS = 60000
+"""Yices' time limit on z3's instances of a core (:func:`proof_instance_core`)."""
+
+YICES_STEP = "Yices on z3's instances"
+"""How a row names a query one of whose parts step 3e confirmed (:data:`STEPS`)."""
+
+
+def proof_terms(
+    fs: list[z3.BoolRef], negated: list[z3.BoolRef], timeout_ms: int | None = None
+) -> tuple[z3.ExprRef, ...] | str:
+    """z3 on ``fs`` and ``negated``, recording its proof (in a context of its own): on
+    unsat, the terms its proof instantiates a quantifier at (each ``quant-inst`` step's
+    bindings) that are closed and hold no quantifier, in the order met, in the main
+    context; else z3's answer. Any closed term is a sound place to instantiate a
+    universal: the proof only says which ones z3 found it needed (after its own
+    rewriting of the quantifiers, which is why the originals are instantiated at them,
+    not the proof's instances taken). ``timeout_ms``: by default :data:`PROOF_MS`."""
+    ctx = z3.Context(proof=True)
+    s = z3.Solver(ctx=ctx)
+    s.set("timeout", PROOF_MS if timeout_ms is None else timeout_ms)
+    for f in [*fs, *negated]:
+        s.add(f.translate(ctx))
+    r = s.check()
+    if r != z3.unsat:
+        return str(r)
+    out: dict[int, z3.ExprRef] = {}
+    seen: set[int] = set()
+    todo = [s.proof()]
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen or not z3.is_app(e):
+            continue
+        seen.add(e.get_id())
+        if e.decl().kind() == z3.Z3_OP_PR_QUANT_INST:
+            for b in e.decl().params():  # (a binding; the parameters also hold sorts)
+                if isinstance(b, z3.ExprRef) and z3.is_app(b) and _closed(b):
+                    out.setdefault(b.get_id(), b)
+        todo.extend(e.children())
+    return tuple(b.translate(z3.main_ctx()) for b in out.values())
+
+
+def _closed(t: z3.ExprRef) -> bool:
+    """Does ``t`` hold no bound variable and no quantifier (or lambda)?"""
+    return not smtlib._has_loose_var(t, 0, {}) and yices.quantifier_free([t])
+
+
+def proof_instance_core(
+    hyp: list[z3.BoolRef],
+    within: list[z3.BoolRef],
+    neg: list[z3.BoolRef],
+    timeout_ms: int | None = None,
+) -> str | None:
+    """Step 3e on one negated part ``neg``: z3 proves it from ``within`` (3d's smallest
+    core) recording its proof; each quantified conjunct of ``within`` is instantiated at
+    each term the proof instantiates at (:func:`proof_terms`, :func:`candidates`) and
+    checked against ``hyp``'s own conjuncts (:func:`core_checked`), the originals
+    dropped: with the negated part, a subset of a weakening of the query, and without a
+    quantifier, which Yices decides (:func:`yices.ask`; cvc5 1.4.2 leaves ``touch``'s
+    unknown at 300 s). Yices' unsat proves the part; None then, else why not.
+    ``timeout_ms``: Yices' limit, by default :data:`YICES_MS`."""
+    terms = proof_terms(within, neg)
+    if isinstance(terms, str):
+        return f"z3 {terms} recording its proof"
+    insts = candidates(within, terms)
+    sources = {i.source.get_id() for i in insts}
+    base = [h for h in conjuncts(within) if h.get_id() not in sources]
+    sub = core_checked(hyp, base, insts)
+    if sub is None:
+        return REFUSED
+    ms = YICES_MS if timeout_ms is None else timeout_ms
+    v = yices.ask([selects_expanded(f) for f in [*sub, *neg]], ms)
+    if v != "unsat":
+        return f"Yices {v} on z3's {len(insts)} instances"
+    return None
 
 
 # -- the steps ------------------------------------------------------------------------------
@@ -964,7 +1068,7 @@ def confirm(
 ) -> tuple[str, str]:
     """cvc5's verdict on ``hyp and not goal`` (the module's steps) and the step that
     settled it: "quantifier-free part", "relevant hypotheses", "whole", "instances",
-    "cores", "hypothesis core", "shape: k cases", or why not (3b, 3c and 3d are asked
+    "cores", "hypothesis core", :data:`YICES_STEP`, "shape: k cases", or why not (3b, 3c and 3d are asked
     only with ``instances_step``, ``cores_step`` and ``hyp_core_step``)."""
     asks = [0] if asks is None else asks
     hyp, goal = normalise(hyp, goal)
@@ -1043,6 +1147,7 @@ STEPS = (
     "instances",
     "cores",
     "hypothesis core",
+    YICES_STEP,
     "shape",
     "ite cases",
 )
@@ -1127,7 +1232,7 @@ def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[
         kind="second solver",
         technique="cvc5 (SMT-LIB 2 from z3; quantifier-free part, relevant hypotheses, "
         "whole, instances, z3's unsat core of instances, z3's unsat core of the hypothesis' "
-        "conjuncts, the list's shape)",
+        "conjuncts, Yices 2 on the instances z3's proof of that core uses, the list's shape)",
         invariants=(),
         bounds=f"{part}: cvc5 confirms {ok} of {n} queries z3 proved ({lines}; {asks} asks, "
         f"{timeout_ms // 1000} s each); probe {zp}/{cp}"

@@ -599,9 +599,11 @@ def test_a_wrong_goal_is_not_confirmed_though_z3_gave_a_hypothesis_core(
     neg = cvc5hot.negated_goal(wrong, [*hyp, wrong])
     assert neg is not None and isinstance(cvc5hot.hyp_core(hyp, neg, 2000), str)  # (no core)
     monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n, seed=0: cvc5hot.conjuncts(h))
+    monkeypatch.setattr(cvc5hot, "PROOF_MS", 2000)  # (z3 unknown on the wrong goal)
     assert cvc5hot.hyp_cores(hyp, wrong) == (
         "unknown",
-        "hypothesis core: cvc5 unknown on a core (4 of 4 conjuncts), then z3 sat on 3 candidates",
+        "hypothesis core: cvc5 unknown on a core (4 of 4 conjuncts), then z3 sat on 3 "
+        "candidates, then z3 unknown recording its proof",
     )
     monkeypatch.setattr(cvc5hot, "hyp_core", lambda h, n, seed=0: [hyp[1]])
     assert cvc5hot.hyp_cores(hyp, goal)[1].startswith("hypothesis core: cvc5 unknown on a core")
@@ -832,3 +834,80 @@ def test_the_benchmark_asks_one_step_of_the_chosen_queries(
     assert len(asked) == 1 and "0 pool touch L=2 (post: a): unsat (hypothesis core)" in out
     assert out.rstrip().endswith("1 of 1 confirmed by the step alone")
     assert bench.STEPS["3d"] is cvc5hot.hyp_cores
+
+
+# -- step 3e: z3's own instances, decided by Yices ------------------------------------------
+
+
+def test_the_proof_names_the_terms_z3_instantiated_at() -> None:
+    """z3's proof of ``b[a[sk!0]] > 0`` instantiates ``a``'s quantifier at ``sk!0`` and
+    ``b``'s at ``a[sk!0]`` (round 2 of 3c's terms, found here by z3 itself); on the
+    wrong goal there is no proof, and z3's answer is returned."""
+    hyp, goal, wrong = _coreq()
+    neg = cvc5hot.negated_goal(goal, [*hyp, goal])
+    bad = cvc5hot.negated_goal(wrong, [*hyp, wrong])
+    assert neg is not None and bad is not None
+    terms = cvc5hot.proof_terms(hyp[:2], neg)
+    assert isinstance(terms, tuple)
+    assert {"sk!0", "a[sk!0]"} <= {str(t) for t in terms}
+    assert cvc5hot.proof_terms(hyp, bad, 2000) in ("sat", "unknown")
+
+
+def _cvc5_open(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """cvc5 (a stand-in for its answer on ``touch``'s posts at 3 entries) leaves every
+    query open; the sizes of the queries it was asked."""
+    asked: list[int] = []
+
+    def ask(q: list[z3.BoolRef], ms: int, again: int = 1) -> str:
+        asked.append(len(q))
+        return "unknown"
+
+    monkeypatch.setattr(cvc5hot, "_ask", ask)
+    return asked
+
+
+def test_a_part_cvc5_leaves_open_is_confirmed_by_yices_on_z3s_instances(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cvc5 leaves each core open; z3's proof of the smallest core (``a``'s and ``b``'s)
+    names the terms, the two conjuncts are instantiated at them, and Yices proves the
+    instances. The row names the step. The seeded bug: the wrong goal is not confirmed."""
+    _cvc5_open(monkeypatch)
+    hyp, goal, wrong = _coreq()
+    assert cvc5hot.hyp_cores(hyp, goal) == ("unsat", "Yices on z3's instances: 1 by Yices")
+    monkeypatch.setattr(cvc5hot, "DELETION_MS", 2000)
+    monkeypatch.setattr(cvc5hot, "HYP_CORE_MS", 2000)
+    monkeypatch.setattr(cvc5hot, "PROOF_MS", 2000)
+    assert cvc5hot.hyp_cores(hyp, wrong)[0] == "unknown"
+    monkeypatch.setattr(cvc5hot, "instantiated", lambda h, g: ("unknown", "instances"))
+    monkeypatch.setattr(cvc5hot, "cores", lambda h, g: ("unknown", "cores"))
+    by_method, _ = cvc5hot.tally([("pool touch L=3 (post: p)", hyp, goal, "proved")])
+    assert by_method["touch"].line("touch") == "touch 1 of 1 (1 Yices on z3's instances)"
+
+
+def test_instances_at_terms_z3_did_not_use_or_of_no_hypothesis_are_not_confirmed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seeded bugs in step 3e: the proof's terms lost (none: the quantified conjuncts
+    stay, and Yices is not asked), or replaced by one the goal does not need (Yices says
+    sat); an "instance" whose source is the goal itself is refused, Yices not asked."""
+    from kvpool.proofs import yices
+
+    _cvc5_open(monkeypatch)
+    hyp, goal, _ = _coreq()
+    neg = cvc5hot.negated_goal(goal, [*hyp, goal])
+    assert neg is not None
+    core = hyp[:2]
+    assert cvc5hot.proof_instance_core(hyp, core, neg) is None
+    monkeypatch.setattr(cvc5hot, "proof_terms", lambda fs, n, ms=None: ())
+    why = cvc5hot.proof_instance_core(hyp, core, neg)
+    assert why is not None and why.startswith("Yices refused (a quantifier or lambda")
+    monkeypatch.setattr(cvc5hot, "proof_terms", lambda fs, n, ms=None: (z3.Int("e"),))
+    assert cvc5hot.proof_instance_core(hyp, core, neg) == "Yices sat on z3's 2 instances"
+    asked: list[object] = []
+    monkeypatch.setattr(yices, "ask", lambda q, ms: asked.append(q) or "unsat")
+    forged = cvc5hot.Instance(goal, (z3.Int("e"),), z3.BoolVal(False))
+    monkeypatch.setattr(cvc5hot, "candidates", lambda w, t: [forged])
+    assert cvc5hot.proof_instance_core(hyp, core, neg) == cvc5hot.REFUSED
+    assert asked == []
+    assert cvc5hot.hyp_cores(hyp, goal) == ("unknown", "hypothesis core: " + cvc5hot.REFUSED)

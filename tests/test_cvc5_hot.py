@@ -14,7 +14,7 @@ import pytest
 import z3  # type: ignore[import-untyped]
 
 from kvpool.proofs import cvc5hot, cvc5more, smtlib
-from kvpool.proofs.model import Record
+from kvpool.proofs.model import Record, constants
 from kvpool.proofs.rewrite import selects_expanded, simplify
 
 
@@ -911,3 +911,19 @@ def test_instances_at_terms_z3_did_not_use_or_of_no_hypothesis_are_not_confirmed
     assert cvc5hot.proof_instance_core(hyp, core, neg) == cvc5hot.REFUSED
     assert asked == []
     assert cvc5hot.hyp_cores(hyp, goal) == ("unknown", "hypothesis core: " + cvc5hot.REFUSED)
+
+
+def test_the_terms_z3_proves_the_instances_without_are_dropped() -> None:
+    """Of ``sk!0``, ``e`` and ``a[sk!0]``, z3 proves the goal from the instances at the
+    first and last alone: ``e`` is dropped, each of the two others kept (without it z3
+    says sat). Where z3 does not prove the instances at all the terms (the wrong goal),
+    every term is kept: nothing is chosen."""
+    hyp, goal, wrong = _coreq()
+    neg = cvc5hot.negated_goal(goal, [*hyp, goal])
+    bad = cvc5hot.negated_goal(wrong, [*hyp, wrong])
+    assert neg is not None and bad is not None
+    sk = constants(neg)["sk!0"]
+    a = z3.Array("a", z3.IntSort(), z3.IntSort())
+    terms = (sk, z3.Int("e"), a[sk])
+    assert [str(t) for t in cvc5hot.needed_terms(hyp[:2], terms, neg)] == ["sk!0", "a[sk!0]"]
+    assert cvc5hot.needed_terms(hyp[:2], terms, bad) == terms

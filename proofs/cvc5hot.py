@@ -1109,8 +1109,9 @@ def confirm(
 ) -> tuple[str, str]:
     """cvc5's verdict on ``hyp and not goal`` (the module's steps) and the step that
     settled it: "quantifier-free part", "relevant hypotheses", "whole", "instances",
-    "cores", "hypothesis core", :data:`YICES_STEP`, "shape: k cases", or why not (3b, 3c and 3d are asked
-    only with ``instances_step``, ``cores_step`` and ``hyp_core_step``)."""
+    "cores", "hypothesis core", :data:`YICES_STEP`, "shape: k cases", or why not (3b,
+    3c and 3d with 3e are asked only with ``instances_step``, ``cores_step`` and
+    ``hyp_core_step``)."""
     asks = [0] if asks is None else asks
     hyp, goal = normalise(hyp, goal)
     v, how = _direct(hyp, goal, timeout_ms, asks)

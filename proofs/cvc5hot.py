@@ -998,7 +998,7 @@ def needed_terms(
         s = z3.Solver()
         s.set("timeout", limit)
         s.add(*_at(within, ts), *negated)
-        return s.check() == z3.unsat
+        return bool(s.check() == z3.unsat)
 
     t0 = time.perf_counter()
     if not unsat(terms, DELETION_MS):

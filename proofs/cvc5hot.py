@@ -87,7 +87,7 @@ from typing import Any
 import z3  # type: ignore[import-untyped]
 
 from . import cvc5cases, cvc5leaves, cvc5more, smtlib, yices
-from .model import Record, constants, subterms
+from .model import Record, constants, nodes, subterms
 from .pysource import NONE
 from .rewrite import selects_expanded, simplify
 
@@ -601,19 +601,9 @@ def _indices(fs: list[z3.BoolRef], sorts: set[int]) -> dict[int, z3.ExprRef]:
 def _quantified_sorts(hyp: list[z3.BoolRef]) -> set[int]:
     """The sorts (by id) of the variables of the universal quantifiers in ``hyp``."""
     out: set[int] = set()
-    seen: set[int] = set()
-    todo: list[z3.ExprRef] = list(hyp)
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_quantifier(e):
-            if e.is_forall():
-                out |= {e.var_sort(i).get_id() for i in range(e.num_vars())}
-            todo.append(e.body())
-        elif z3.is_app(e):
-            todo.extend(e.children())
+    for e in nodes(hyp):
+        if z3.is_quantifier(e) and e.is_forall():
+            out |= {e.var_sort(i).get_id() for i in range(e.num_vars())}
     return out
 
 

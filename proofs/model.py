@@ -1842,6 +1842,23 @@ def constants(exprs: Sequence[z3.ExprRef]) -> dict[str, z3.ExprRef]:
     }
 
 
+def nodes(exprs: Sequence[z3.ExprRef]) -> Iterator[z3.ExprRef]:
+    """Each distinct term in ``exprs`` once, quantifiers and lambdas (and their bodies)
+    included, depth first (:func:`subterms` yields applications only)."""
+    seen: set[int] = set()
+    todo: list[z3.ExprRef] = list(exprs)
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        yield e
+        if z3.is_quantifier(e):
+            todo.append(e.body())
+        elif z3.is_app(e):
+            todo.extend(e.children())
+
+
 def subterms(exprs: Sequence[z3.ExprRef], left_first: bool = False) -> Iterator[z3.ExprRef]:
     """Each distinct application in ``exprs`` once (a quantifier's body walked, bound
     variables skipped), depth first; ``left_first``: the leftmost argument's terms first

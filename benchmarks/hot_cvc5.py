@@ -14,6 +14,12 @@ cvc5's asks) and the queries it names not confirmed (exit status 1 on a disagree
 Measured 2026-12-06 (2 shared cores; the load in the docs): see docs/06-z3.md,
 "One method at a time, as its row counts it".
 
+    .venv/bin/python benchmarks/hot_cvc5.py METHOD --jobs 2
+
+asks the row's queries two at a time, as the deep profile does (``runner.PROFILES``'
+``cvc5_jobs``: steps 1 to 3e of each query in a process of its own, then the shape of
+those left open in this one).
+
     .venv/bin/python benchmarks/hot_cvc5.py METHOD --step 3d [--queries 7,13,...]
 
 asks one step alone instead of the row (``3b``, ``3c`` or ``3d``: ``cvc5hot.instantiated``,
@@ -43,7 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("method", choices=METHODS)
     parser.add_argument("--step", choices=tuple(STEPS), help="ask this step alone")
     parser.add_argument("--queries", help="with --step: the positions asked (7,13,...)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="the row's queries asked at a time (as the deep profile's 2)",
+    )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be 1 or more")
     t0 = time.perf_counter()
     with cvc5more.recorder(True, "pool source") as rec:
         if args.method == "touch":
@@ -54,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"z3: {counts} in {time.perf_counter() - t0:.0f} s", flush=True)
     if args.step:
         return one_step(rec, STEPS[args.step], args.queries)
-    row = cvc5hot.row("pool-source", rec)  # the deep part's own row, for this method
+    row = cvc5hot.row("pool-source", rec, jobs=args.jobs)  # the deep part's row, this method
     print(f"cvc5: {row['status']}, {row['seconds']:.0f} s: {row['bounds']}")
     if row["replay"]:
         print(f"  {row['replay']}")

@@ -79,8 +79,10 @@ read the query whole): not confirmed.
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -943,8 +945,12 @@ def _hyp_core_parts(
 
 # -- step 3e: z3's own instances, decided by Yices -----------------------------------------
 
-PROOF_MS = 60000
-"""z3's time limit on a core when it records its proof (:func:`proof_terms`)."""
+PROOF_MS = 240000
+"""z3's time limit on a core when it records its proof (:func:`proof_terms`). Measured on
+``touch`` at 3 entries (2026-12-07): the proof of a part's smallest core took 15 to 44 s
+with one other job on the machine, and 60 s was too little under two ("after
+``_undo_touch``" part 5, links [3/9]'s last subpart); z3 stops as soon as it is done, so
+only a core it cannot prove pays the whole limit."""
 
 YICES_MS = 60000
 """Yices' time limit on z3's instances of a core (:func:`proof_instance_core`)."""
@@ -1093,9 +1099,27 @@ def confirm(
     settled it: "quantifier-free part", "relevant hypotheses", "whole", "instances",
     "cores", "hypothesis core", :data:`YICES_STEP`, "shape: k cases", or why not (3b,
     3c and 3d with 3e are asked only with ``instances_step``, ``cores_step`` and
-    ``hyp_core_step``)."""
+    ``hyp_core_step``; the shape, step 4, only with ``shape``)."""
     asks = [0] if asks is None else asks
     hyp, goal = normalise(hyp, goal)
+    v, how = confirm_steps(hyp, goal, timeout_ms, asks, instances_step, cores_step, hyp_core_step)
+    if v in ("unsat", "sat") or not shape:
+        return v, how
+    return shaped(hyp, goal, v, timeout_ms, asks)
+
+
+def confirm_steps(
+    hyp: list[z3.BoolRef],
+    goal: z3.BoolRef,
+    timeout_ms: int = TIMEOUT_MS,
+    asks: list[int] | None = None,
+    instances_step: bool = True,
+    cores_step: bool = True,
+    hyp_core_step: bool = True,
+) -> tuple[str, str]:
+    """Steps 1 to 3e of :func:`confirm` on a query already normalised (:func:`normalise`): what
+    settled it, or steps 1 to 3's answer ("whole") when none did."""
+    asks = [0] if asks is None else asks
     v, how = _direct(hyp, goal, timeout_ms, asks)
     if v in ("unsat", "sat"):
         return v, how
@@ -1114,9 +1138,15 @@ def confirm(
         hv, hhow = hyp_cores(hyp, goal)
         if hv == "unsat":
             return hv, hhow
-    if not shape:
-        return v, how
-    whole = v
+    return v, how
+
+
+def shaped(
+    hyp: list[z3.BoolRef], goal: z3.BoolRef, whole: str, timeout_ms: int, asks: list[int]
+) -> tuple[str, str]:
+    """Step 4 of :func:`confirm` on a normalised query :func:`confirm_steps` left open
+    (its answer ``whole``): the cases of the list's shape, or of the goal's ite conditions
+    when there is no list."""
     own, calls = shape_atoms([*hyp, goal])
     if not own:  # (no list: get_new_blocks' count) the goal's ite conditions
         got = cvc5cases.confirm_ite(hyp, goal, timeout_ms)
@@ -1207,19 +1237,35 @@ def tally(
     records: list[Record],
     timeout_ms: int = TIMEOUT_MS,
     ask: Callable[..., tuple[str, str]] | None = None,
+    jobs: int = 1,
 ) -> tuple[dict[str, Tally], int]:
     """cvc5 on each query z3 proved among ``records`` (not a mutant's), by method; and
-    the asks made (``ask``: :func:`confirm`, or a stand-in of the same signature)."""
+    the asks made (``ask``: :func:`confirm`, or a stand-in of the same signature). With
+    ``jobs`` > 1 (and :func:`confirm`), steps 1 to 3e of the queries are asked ``jobs``
+    at a time in processes of their own (:func:`steps_apart`), then the shape of those
+    left open here, in order, as :func:`confirm` would: the same steps and the same
+    :data:`SHAPE_GIVE_UP` count as one by one."""
+    proved = [
+        (name, hyp, goal)
+        for name, hyp, goal, status in records
+        if status == "proved" and not name.startswith("mutant:")
+    ]
+    asks = [0]
+    by_one = ask is not None or jobs <= 1
+    apart = steps_apart([] if by_one else [(h, g) for _, h, g in proved], timeout_ms, jobs, asks)
+    apart += [None] * (len(proved) - len(apart))
     ask = confirm if ask is None else ask
     out: dict[str, Tally] = {}
-    asks = [0]
-    for name, hyp, goal, status in records:
-        if status != "proved" or name.startswith("mutant:"):
-            continue
+    for (name, hyp, goal), first in zip(proved, apart, strict=True):
         t = out.setdefault(method_of(name), Tally())
         t.queries += 1
         shape = t.shape_misses < SHAPE_GIVE_UP
-        v, how = ask(hyp, goal, timeout_ms, shape=shape, asks=asks)
+        if first is None:  # (one by one here, or its process failed: asked here)
+            v, how = ask(hyp, goal, timeout_ms, shape=shape, asks=asks)
+        else:
+            v, how = first
+            if v not in ("unsat", "sat") and shape:
+                v, how = shaped(*normalise(hyp, goal), v, timeout_ms, asks)
         if shape and how.startswith("shape"):
             t.shape_misses = 0 if v == "unsat" else t.shape_misses + 1
         if not shape and v != "unsat":
@@ -1234,16 +1280,81 @@ def tally(
     return out, asks[0]
 
 
-def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[str, Any]:
+def steps_apart(
+    queries: list[tuple[list[z3.BoolRef], z3.BoolRef]],
+    timeout_ms: int,
+    jobs: int,
+    asks: list[int],
+) -> list[tuple[str, str] | None]:
+    """:func:`confirm_steps` on each query, ``jobs`` processes at a time (none when
+    ``jobs`` <= 1: a list of None): each query normalised (:func:`normalise`), written as SMT-LIB 2
+    (:func:`query_text`) and read back in a fresh interpreter (spawned: z3's state is not
+    forked). Each answer in order, its asks added to ``asks``; None for a query that could
+    not be written, read back or asked there (the caller asks it itself)."""
+    if jobs <= 1 or not queries:
+        return [None] * len(queries)
+    texts = [query_text(*normalise(h, g)) for h, g in queries]
+    out: list[tuple[str, str] | None] = [None] * len(queries)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {
+            pool.submit(_steps_of_text, text, timeout_ms): k
+            for k, text in enumerate(texts)
+            if text is not None
+        }
+        for fut, k in futures.items():
+            try:
+                v, how, n = fut.result()
+            except Exception:  # (its process died or raised: asked by the caller instead)
+                continue
+            out[k] = (v, how)
+            asks[0] += n
+    return out
+
+
+def query_text(hyp: list[z3.BoolRef], goal: z3.BoolRef) -> str | None:
+    """``hyp`` then ``goal`` as SMT-LIB 2 assertions, headed by the count of ``hyp``
+    (:func:`read_query` reads it back); None when z3 cannot write it out, or what it
+    writes does not read back as the same number of formulas."""
+    s = z3.Solver()
+    s.add(*hyp, goal)
+    try:
+        text: str = f"; hypotheses {len(hyp)}\n" + s.sexpr()
+        if len(z3.parse_smt2_string(text)) != len(hyp) + 1:
+            return None
+    except z3.Z3Exception:
+        return None
+    return text
+
+
+def read_query(text: str) -> tuple[list[z3.BoolRef], z3.BoolRef]:
+    """The query :func:`query_text` wrote: its hypotheses and its goal."""
+    n = int(text.split("\n", 1)[0].split()[-1])
+    fs = list(z3.parse_smt2_string(text))
+    return fs[:n], fs[n]
+
+
+def _steps_of_text(text: str, timeout_ms: int) -> tuple[str, str, int]:
+    """(In a process of :func:`steps_apart`.) :func:`confirm_steps` on the query in
+    ``text``: its verdict, how, and the asks made."""
+    asks = [0]
+    v, how = confirm_steps(*read_query(text), timeout_ms, asks)
+    return v, how, asks[0]
+
+
+def row(
+    part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS, jobs: int = 1
+) -> dict[str, Any]:
     """cvc5 on every query z3 proved among ``records`` (the ``part``'s), as a
     ``runner.ObligationResult(**row)`` of kind "second solver", named as
     :func:`cvc5more.row`'s (so :func:`cvc5more.solvers_note` counts it for the part): its
     bounds give per method the queries and how many each step confirmed; "agree" when
     cvc5 confirms every one, "partly-confirmed" when it disagrees with none but leaves
     some not confirmed (named in the replay), "disagree" on any sat (or an unsat on the
-    probe z3 finds sat, :func:`cvc5more.probe`), "not-run" when z3 proved nothing here."""
+    probe z3 finds sat, :func:`cvc5more.probe`), "not-run" when z3 proved nothing here.
+    ``jobs``: the queries asked at a time (:func:`tally`)."""
     t0 = time.perf_counter()
-    by_method, asks = tally(records, timeout_ms)
+    by_method, asks = tally(records, timeout_ms, jobs=jobs)
     n = sum(t.queries for t in by_method.values())
     ok = sum(sum(t.by_step.values()) for t in by_method.values())
     open_ = [x for t in by_method.values() for x in t.open]
@@ -1259,7 +1370,9 @@ def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[
         "conjuncts, Yices 2 on the instances z3's proof of that core uses, the list's shape)",
         invariants=(),
         bounds=f"{part}: cvc5 confirms {ok} of {n} queries z3 proved ({lines}; {asks} asks, "
-        f"{timeout_ms // 1000} s each); probe {zp}/{cp}"
+        f"{timeout_ms // 1000} s each"
+        + (f", {jobs} queries at a time" if jobs > 1 else "")
+        + f"); probe {zp}/{cp}"
         + (f"; NOT confirmed: {len(open_)}" if open_ else ""),
         status=status,
         seconds=time.perf_counter() - t0,
@@ -1267,6 +1380,9 @@ def row(part: str, records: list[Record], timeout_ms: int = TIMEOUT_MS) -> dict[
     )
 
 
-def rows(part: str, records: list[Record], on: tuple[str, ...]) -> list[dict[str, Any]]:
-    """:func:`row` of ``part`` when the profile's ``cvc5_more`` names it (``on``), else none."""
-    return [row(part, records)] if part in on else []
+def rows(
+    part: str, records: list[Record], on: tuple[str, ...], jobs: int = 1
+) -> list[dict[str, Any]]:
+    """:func:`row` of ``part`` (``jobs`` queries at a time) when the profile's
+    ``cvc5_more`` names it (``on``), else none."""
+    return [row(part, records, jobs=jobs)] if part in on else []

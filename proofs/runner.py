@@ -119,6 +119,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "hot_source": (),
         # cvc5 on these parts' proved queries (cvc5more.py): none here
         "cvc5_more": (),
+        "cvc5_jobs": 1,
     },
     # `make proofs` / `make verify`
     "default": {
@@ -205,6 +206,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # cvc5 on the two-pool, multi-key, symbolic-list parts' proved queries: each over
         # the 10 CPU s this profile can add (cvc5more.py; docs/06-z3.md): "deep"
         "cvc5_more": (),
+        "cvc5_jobs": 1,
     },
     "deep": {
         "bmc": (6, 8, 2),
@@ -266,6 +268,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "hot_source": pyhot.METHODS,
         # cvc5 on every proved query of these parts, and case by case where named
         "cvc5_more": tuple(cvc5more.FAMILIES),
+        # cvc5hot's queries two at a time (steps 1 to 3e; each its own process): its
+        # step 3d takes 6 to 1,900 s a query on `touch` (docs/06-z3.md)
+        "cvc5_jobs": 2,
     },
 }
 
@@ -1672,12 +1677,15 @@ def run(
         with cvc5more.recorder("pool-source" in p["cvc5_more"], "pool source") as rec:
             rows += run_pool_source(2 * p["ind_timeout"], pool_replay=pool_replay)
         # (cvc5hot: the quantifier-free part, the relevant hypotheses, the list's shape)
-        more = cvc5hot.rows("pool-source", rec, p["cvc5_more"])
+        more = cvc5hot.rows("pool-source", rec, p["cvc5_more"], p["cvc5_jobs"])
         rows += [ObligationResult(**r) for r in more]
     if want("pool-source") and p["hot_source"]:
         with cvc5more.recorder("hot-source" in p["cvc5_more"], "hot source") as rec:
             rows += run_hot_source(p["hot_source"], 2 * p["ind_timeout"], pool_replay=pool_replay)
-        rows += [ObligationResult(**r) for r in cvc5hot.rows("hot-source", rec, p["cvc5_more"])]
+        rows += [
+            ObligationResult(**r)
+            for r in cvc5hot.rows("hot-source", rec, p["cvc5_more"], p["cvc5_jobs"])
+        ]
     return rows
 
 

@@ -204,6 +204,67 @@ def test_the_shape_split_is_given_up_after_failing_in_a_row() -> None:
     assert by_method["touch"].open[-1].endswith(f"the shape not asked: {n} failed in a row)")
 
 
+def test_the_row_asked_two_at_a_time_says_what_one_by_one_says() -> None:
+    """Steps 1 to 3e of each query in a process of its own (``jobs`` 2), read back from
+    SMT-LIB: the same counts by step as one by one. The seeded bug, a wrong post, is
+    still a disagreement when its process finds it."""
+    hyp, goal, wrong = _buried()
+    x = z3.Int("x")
+    recs: list[Record] = [
+        ("pool touch L=2 (post: a)", hyp, goal, "proved"),
+        ("pool touch L=2 (post: b)", [x > 0], x >= 1, "proved"),
+        ("mutant: m", hyp, wrong, "refuted"),
+    ]
+    one = cvc5hot.row("pool-source", recs)
+    two = cvc5hot.row("pool-source", recs, jobs=2)
+    assert two["status"] == one["status"] == "agree", two
+    counts = "touch 2 of 2 (1 quantifier-free part, 1 relevant hypotheses)"
+    assert counts in one["bounds"] and counts in two["bounds"]
+    assert "2 queries at a time" in two["bounds"] and "at a time" not in one["bounds"]
+    bad = [("pool free_blocks L=2 (post: c)", hyp, wrong, "proved"), *recs[:2]]
+    row = cvc5hot.row("hot-source", bad, jobs=2)
+    assert row["status"] == "disagree" and "free_blocks L=2 (post: c)" in row["replay"]
+
+
+def test_a_query_is_read_back_as_it_was_written() -> None:
+    hyp, goal, _ = _buried()
+    text = cvc5hot.query_text(hyp, goal)
+    assert text is not None
+    h2, g2 = cvc5hot.read_query(text)
+    assert [str(h) for h in h2] == [str(h) for h in hyp] and str(g2) == str(goal)
+
+
+def test_a_query_its_process_cannot_read_is_asked_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process given a query it cannot read (garbage for its text) answers nothing
+    for it, and the row asks it here: still confirmed, not left open."""
+    hyp, goal, _ = _buried()
+    monkeypatch.setattr(cvc5hot, "query_text", lambda h, g: "; hypotheses 1\n(assert")
+    asks = [0]
+    assert cvc5hot.steps_apart([(hyp, goal)], cvc5hot.TIMEOUT_MS, 2, asks) == [None]
+    assert asks == [0]
+    row = cvc5hot.row("pool-source", [("pool touch L=2 (post: a)", hyp, goal, "proved")], jobs=2)
+    assert row["status"] == "agree" and "touch 1 of 1 (1 relevant hypotheses)" in row["bounds"]
+
+
+def test_the_shape_is_asked_here_of_what_the_processes_left_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``jobs`` 2, a query steps 1 to 3e leave open (a stand-in for the processes'
+    answers) is split on its list's shape here, and the give-up count is kept as one by
+    one keeps it: the seeded bug, a wrong post in one case, is a disagreement."""
+    hyp, goal = _listy()
+    monkeypatch.setattr(
+        cvc5hot, "steps_apart", lambda qs, ms, jobs, asks: [("unknown", "whole")] * len(qs)
+    )
+    by_method, _ = cvc5hot.tally([("pool touch L=2 (post)", hyp, goal, "proved")], jobs=2)
+    assert by_method["touch"].by_step == {"shape": 1}, by_method["touch"]
+    m = z3.Int("m")
+    ref, bl = (z3.Array(a, z3.IntSort(), z3.IntSort()) for a in ("ref", "bl"))
+    wrong = z3.And(goal, z3.Implies(m == 1, ref[bl[0]] >= 1))
+    by_method, _ = cvc5hot.tally([("pool touch L=2 (post)", hyp, wrong, "proved")], jobs=2)
+    assert len(by_method["touch"].disagree) == 1, by_method["touch"]
+
+
 # -- step 3b: instances of the quantified hypotheses ---------------------------------------
 
 

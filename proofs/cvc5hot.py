@@ -1251,9 +1251,11 @@ def tally(
         if status == "proved" and not name.startswith("mutant:")
     ]
     asks = [0]
-    by_one = ask is not None or jobs <= 1
-    apart = steps_apart([] if by_one else [(h, g) for _, h, g in proved], timeout_ms, jobs, asks)
-    apart += [None] * (len(proved) - len(apart))
+    apart = (
+        [None] * len(proved)
+        if ask is not None
+        else steps_apart([(h, g) for _, h, g in proved], timeout_ms, jobs, asks)
+    )
     ask = confirm if ask is None else ask
     out: dict[str, Tally] = {}
     for (name, hyp, goal), first in zip(proved, apart, strict=True):

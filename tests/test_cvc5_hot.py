@@ -165,14 +165,21 @@ def test_assume_gives_an_equivalent_query() -> None:
         assert s.check() == z3.unsat, fact
 
 
-def test_the_row_counts_each_method_by_step_and_names_what_is_open() -> None:
+def _two_touch_and_a_mutant() -> list[Record]:
+    """Two proved ``touch`` queries (one settled by its relevant hypotheses, one
+    quantifier-free) and a mutant's, which no row counts."""
     hyp, goal, wrong = _buried()
     x = z3.Int("x")
-    recs: list[Record] = [
+    return [
         ("pool touch L=2 (post: a)", hyp, goal, "proved"),
         ("pool touch L=2 (post: b)", [x > 0], x >= 1, "proved"),
         ("mutant: m", hyp, wrong, "refuted"),
     ]
+
+
+def test_the_row_counts_each_method_by_step_and_names_what_is_open() -> None:
+    hyp, _, wrong = _buried()
+    recs = _two_touch_and_a_mutant()
     row = cvc5hot.row("pool-source", recs)
     assert row["status"] == "agree", row
     assert "touch 2 of 2 (1 quantifier-free part, 1 relevant hypotheses)" in row["bounds"]
@@ -208,13 +215,8 @@ def test_the_row_asked_two_at_a_time_says_what_one_by_one_says() -> None:
     """Steps 1 to 3e of each query in a process of its own (``jobs`` 2), read back from
     SMT-LIB: the same counts by step as one by one. The seeded bug, a wrong post, is
     still a disagreement when its process finds it."""
-    hyp, goal, wrong = _buried()
-    x = z3.Int("x")
-    recs: list[Record] = [
-        ("pool touch L=2 (post: a)", hyp, goal, "proved"),
-        ("pool touch L=2 (post: b)", [x > 0], x >= 1, "proved"),
-        ("mutant: m", hyp, wrong, "refuted"),
-    ]
+    hyp, _, wrong = _buried()
+    recs = _two_touch_and_a_mutant()
     one = cvc5hot.row("pool-source", recs)
     two = cvc5hot.row("pool-source", recs, jobs=2)
     assert two["status"] == one["status"] == "agree", two
